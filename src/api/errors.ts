@@ -1,0 +1,144 @@
+/**
+ * One error class per failure kind. Each knows its HTTP status, its JSON body
+ * and its response headers, so the server renders any of them the same way and
+ * the remote client turns an upstream status back into the same class.
+ *
+ * Bodies follow FastAPI: 422 is `{detail: [...]}`, every other status
+ * `{detail: "message", type: "code"}`.
+ */
+import type { ValidationErrorItem } from "./schema.js";
+
+export type ErrorBody = { detail: string; type: string } | { detail: ValidationErrorItem[] };
+
+export abstract class TypedEvalError extends Error {
+  abstract readonly status: number;
+  /** Machine-readable kind, stable across releases. */
+  abstract readonly code: string;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+
+  /** Whether the spec's client convention (section 7) retries this status. */
+  get retryable(): boolean {
+    return isRetryableStatus(this.status);
+  }
+
+  body(): ErrorBody {
+    return { detail: this.message, type: this.code };
+  }
+
+  headers(): Record<string, string> {
+    return {};
+  }
+}
+
+/** Statuses a client retries (spec section 7): 408, 429 and every 5xx. */
+export function isRetryableStatus(status: number): boolean {
+  return status === 408 || status === 429 || (status >= 500 && status <= 599);
+}
+
+export class BadRequestError extends TypedEvalError {
+  readonly status = 400;
+  readonly code = "bad_request";
+}
+
+export class AuthenticationError extends TypedEvalError {
+  readonly status = 401;
+  readonly code = "authentication_error";
+  override headers(): Record<string, string> {
+    return { "www-authenticate": "Bearer" };
+  }
+}
+
+export class PermissionDeniedError extends TypedEvalError {
+  readonly status = 403;
+  readonly code = "permission_denied";
+}
+
+export class NotFoundError extends TypedEvalError {
+  readonly status = 404;
+  readonly code = "not_found";
+}
+
+export class MethodNotAllowedError extends TypedEvalError {
+  readonly status = 405;
+  readonly code = "method_not_allowed";
+  constructor(
+    message: string,
+    readonly allow: readonly string[],
+  ) {
+    super(message);
+  }
+  override headers(): Record<string, string> {
+    return { allow: this.allow.join(", ") };
+  }
+}
+
+export class RequestTimeoutError extends TypedEvalError {
+  readonly status = 408;
+  readonly code = "request_timeout";
+}
+
+export class PayloadTooLargeError extends TypedEvalError {
+  readonly status = 413;
+  readonly code = "payload_too_large";
+}
+
+export class UnsupportedMediaTypeError extends TypedEvalError {
+  readonly status = 415;
+  readonly code = "unsupported_media_type";
+}
+
+/** 422: the body failed validation; `detail` is pydantic-shaped. */
+export class UnprocessableEntityError extends TypedEvalError {
+  readonly status = 422;
+  readonly code = "validation_error";
+  constructor(readonly detail: ValidationErrorItem[]) {
+    super(detail.map((d) => `${d.loc.join(".")}: ${d.msg}`).join("; ") || "validation failed");
+  }
+  override body(): ErrorBody {
+    return { detail: this.detail };
+  }
+}
+
+/** Shared by 429 and 529: a delay after which capacity frees. */
+abstract class RetryAfterError extends TypedEvalError {
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(message);
+  }
+  override headers(): Record<string, string> {
+    const ms = Math.max(0, Math.ceil(this.retryAfterMs));
+    return { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) };
+  }
+}
+
+export class RateLimitError extends RetryAfterError {
+  readonly status = 429;
+  readonly code = "rate_limit_exceeded";
+}
+
+export class OverloadedError extends RetryAfterError {
+  readonly status = 529;
+  readonly code = "overloaded";
+}
+
+export class InternalServerError extends TypedEvalError {
+  readonly status = 500;
+  readonly code = "internal_error";
+}
+
+/** Any other status an upstream returned, kept as it came. */
+export class UpstreamError extends TypedEvalError {
+  readonly code = "upstream_error";
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,275 @@
+/**
+ * Validation against the schemas of `schema.ts`, reporting every failure the
+ * way FastAPI/pydantic v2 does (`{loc, msg, type, input, ctx}`), because
+ * clients of the hosted service parse `detail` programmatically.
+ *
+ * The walker understands exactly the JSON Schema keywords `schema.ts` uses and
+ * throws on any other, so the schema stays the single source of truth.
+ */
+import type { TSchema } from "@sinclair/typebox";
+import { SystemOneRequest, SystemOneResponse, type ValidationErrorItem } from "./schema.js";
+
+export type Loc = (string | number)[];
+export type Validation<T> = { ok: true; value: T } | { ok: false; errors: ValidationErrorItem[] };
+
+/** Keywords that only document a schema; they never fail a value. */
+const ANNOTATIONS = new Set(["$id", "title", "description", "format", "discriminator"]);
+const HANDLED = new Set([
+  "type",
+  "anyOf",
+  "const",
+  "properties",
+  "required",
+  "additionalProperties",
+  "minProperties",
+  "maxProperties",
+  "items",
+  "minItems",
+  "maxItems",
+  "minimum",
+  "maximum",
+]);
+
+interface Schema {
+  type?: string;
+  anyOf?: Schema[];
+  const?: unknown;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  additionalProperties?: boolean | Schema;
+  minProperties?: number;
+  maxProperties?: number;
+  items?: Schema;
+  minItems?: number;
+  maxItems?: number;
+  minimum?: number;
+  maximum?: number;
+  discriminator?: { propertyName: string };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function kindName(schema: Schema): string {
+  switch (schema.type) {
+    case "string":
+      return "string";
+    case "object":
+      return "dictionary";
+    case "array":
+      return "list";
+    case "null":
+      return "null";
+    case "number":
+    case "integer":
+      return "number";
+    default:
+      return "value";
+  }
+}
+
+function listPhrase(words: string[]): string {
+  if (words.length <= 1) return words.join("");
+  return `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`;
+}
+
+function quoted(values: string[]): string {
+  return values.map((v) => `'${v}'`).join(", ");
+}
+
+class Walker {
+  readonly errors: ValidationErrorItem[] = [];
+
+  private fail(loc: Loc, type: string, msg: string, input: unknown, ctx?: Record<string, unknown>): void {
+    const error: ValidationErrorItem = { type, loc, msg, input };
+    if (ctx !== undefined) error.ctx = ctx;
+    this.errors.push(error);
+  }
+
+  walk(schema: Schema, value: unknown, loc: Loc): void {
+    for (const key of Object.keys(schema)) {
+      if (!ANNOTATIONS.has(key) && !HANDLED.has(key)) throw new Error(`validate: unsupported schema keyword "${key}"`);
+    }
+    if (schema.anyOf) return this.union(schema, schema.anyOf, value, loc);
+    if (schema.const !== undefined) {
+      if (value !== schema.const) {
+        this.fail(loc, "literal_error", `Input should be ${JSON.stringify(schema.const).replaceAll('"', "'")}`, value, {
+          expected: `'${String(schema.const)}'`,
+        });
+      }
+      return;
+    }
+    switch (schema.type) {
+      case undefined:
+        return;
+      case "string":
+        if (typeof value !== "string") this.fail(loc, "string_type", "Input should be a valid string", value);
+        return;
+      case "number":
+      case "integer":
+        return this.number(schema, value, loc);
+      case "null":
+        if (value !== null) this.fail(loc, "none_required", "Input should be None", value);
+        return;
+      case "array":
+        return this.array(schema, value, loc);
+      case "object":
+        return this.object(schema, value, loc);
+      default:
+        throw new Error(`validate: unsupported schema type "${schema.type}"`);
+    }
+  }
+
+  private number(schema: Schema, value: unknown, loc: Loc): void {
+    const integer = schema.type === "integer";
+    if (typeof value !== "number" || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+      this.fail(loc, integer ? "int_type" : "float_type", `Input should be a valid ${integer ? "integer" : "number"}`, value);
+      return;
+    }
+    if (schema.minimum !== undefined && value < schema.minimum) {
+      this.fail(loc, "greater_than_equal", `Input should be greater than or equal to ${schema.minimum}`, value, {
+        ge: schema.minimum,
+      });
+    }
+    if (schema.maximum !== undefined && value > schema.maximum) {
+      this.fail(loc, "less_than_equal", `Input should be less than or equal to ${schema.maximum}`, value, {
+        le: schema.maximum,
+      });
+    }
+  }
+
+  private lengths(schema: Schema, count: number, fieldType: "List" | "Dictionary", value: unknown, loc: Loc): void {
+    const min = fieldType === "List" ? schema.minItems : schema.minProperties;
+    const max = fieldType === "List" ? schema.maxItems : schema.maxProperties;
+    const noun = (n: number) => `${n} item${n === 1 ? "" : "s"}`;
+    if (min !== undefined && count < min) {
+      this.fail(loc, "too_short", `${fieldType} should have at least ${noun(min)} after validation, not ${count}`, value, {
+        field_type: fieldType,
+        min_length: min,
+        actual_length: count,
+      });
+    }
+    if (max !== undefined && count > max) {
+      this.fail(loc, "too_long", `${fieldType} should have at most ${noun(max)} after validation, not ${count}`, value, {
+        field_type: fieldType,
+        max_length: max,
+        actual_length: count,
+      });
+    }
+  }
+
+  private array(schema: Schema, value: unknown, loc: Loc): void {
+    if (!Array.isArray(value)) {
+      this.fail(loc, "list_type", "Input should be a valid list", value);
+      return;
+    }
+    if (schema.items) {
+      const items = schema.items;
+      value.forEach((item, index) => this.walk(items, item, [...loc, index]));
+    }
+    this.lengths(schema, value.length, "List", value, loc);
+  }
+
+  private object(schema: Schema, value: unknown, loc: Loc): void {
+    const isModel = schema.properties !== undefined;
+    if (!isPlainObject(value)) {
+      if (isModel) {
+        this.fail(loc, "model_attributes_type", "Input should be a valid dictionary or object to extract fields from", value);
+      } else {
+        this.fail(loc, "dict_type", "Input should be a valid dictionary", value);
+      }
+      return;
+    }
+    const required = new Set(schema.required ?? []);
+    for (const [name, propertySchema] of Object.entries(schema.properties ?? {})) {
+      if (Object.hasOwn(value, name)) this.walk(propertySchema, value[name], [...loc, name]);
+      else if (required.has(name)) this.fail([...loc, name], "missing", "Field required", value);
+    }
+    const extra = schema.additionalProperties;
+    if (typeof extra === "object") {
+      for (const [key, item] of Object.entries(value)) this.walk(extra, item, [...loc, key]);
+    }
+    this.lengths(schema, Object.keys(value).length, "Dictionary", value, loc);
+  }
+
+  private union(schema: Schema, members: Schema[], value: unknown, loc: Loc): void {
+    if (schema.discriminator) return this.tagged(schema.discriminator.propertyName, members, value, loc);
+    const nonNull = members.filter((m) => m.type !== "null");
+    if (value === null && nonNull.length < members.length) return;
+    // Optional[X]: report X's own errors, as pydantic does.
+    const only = nonNull[0];
+    if (nonNull.length === 1 && only) return this.walk(only, value, loc);
+    for (const member of nonNull) {
+      const probe = new Walker();
+      probe.walk(member, value, loc);
+      if (probe.errors.length === 0) return;
+    }
+    const expected = members.map(kindName);
+    const article = expected[0] === "null" ? "" : "a valid ";
+    const got = value === null ? ", not null" : "";
+    this.fail(loc, "union_type", `Input should be ${article}${listPhrase(expected)}${got}`, value, {
+      expected: expected.join(", "),
+    });
+  }
+
+  private tagged(property: string, members: Schema[], value: unknown, loc: Loc): void {
+    const tags = members.map((m) => String(m.properties?.[property]?.const));
+    if (!isPlainObject(value)) {
+      this.fail(loc, "model_attributes_type", "Input should be a valid dictionary or object to extract fields from", value);
+      return;
+    }
+    if (!Object.hasOwn(value, property)) {
+      this.fail(loc, "union_tag_not_found", `Unable to extract tag using discriminator '${property}'`, value, {
+        discriminator: `'${property}'`,
+      });
+      return;
+    }
+    const tag = value[property];
+    const index = tags.indexOf(String(tag));
+    const member = typeof tag === "string" ? members[index] : undefined;
+    if (!member) {
+      this.fail(
+        loc,
+        "union_tag_invalid",
+        `Input tag '${String(tag)}' found using '${property}' does not match any of the expected tags: ${quoted(tags)}`,
+        value,
+        { discriminator: `'${property}'`, tag: String(tag), expected_tags: quoted(tags) },
+      );
+      return;
+    }
+    // pydantic puts the variant's tag into the location of its errors.
+    this.walk(member, value, [...loc, String(tag)]);
+  }
+}
+
+/** Validates `value` against a schema of `schema.ts`; `loc` prefixes every error location. */
+export function validateAgainst<T>(schema: TSchema, value: unknown, loc: Loc): Validation<T> {
+  const walker = new Walker();
+  walker.walk(schema as Schema, value, loc);
+  if (walker.errors.length > 0) return { ok: false, errors: walker.errors };
+  return { ok: true, value: value as T };
+}
+
+/**
+ * Validates a parsed request body: the typed request, or every failure with a
+ * `loc` starting at `"body"`. Unknown extra fields are ignored.
+ */
+export function validateRequest(body: unknown): Validation<SystemOneRequest> {
+  const result = validateAgainst<SystemOneRequest>(SystemOneRequest, body, ["body"]);
+  if (result.ok || !isPlainObject(body) || !Object.hasOwn(body, "document") || Object.hasOwn(body, "state")) {
+    return result;
+  }
+  // The preview API called the content `document`; say so instead of a bare "Field required".
+  for (const error of result.errors) {
+    if (error.type === "missing" && error.loc.length === 2 && error.loc[1] === "state") {
+      error.msg = "Field required: v1 takes the content as `state`; the preview field `document` is no longer accepted";
+    }
+  }
+  return result;
+}
+
+/** Validates the shape of a response body (not its consistency with a request: see `consistency.ts`). */
+export function validateResponseShape(body: unknown): Validation<SystemOneResponse> {
+  return validateAgainst<SystemOneResponse>(SystemOneResponse, body, ["response"]);
+}

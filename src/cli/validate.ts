@@ -1,0 +1,33 @@
+import type { CommandModule } from "yargs";
+import { validateRequest } from "../api/validate.js";
+import { EXIT } from "./exit.js";
+import { isStdin, readInput } from "./input.js";
+
+interface Args {
+  file?: string;
+}
+
+/** `typed-eval validate <file>`: checks a request body and prints the 422 body it would get. */
+export const validateCommand: CommandModule<object, Args> = {
+  command: "validate [file]",
+  describe: "Check a SystemOneRequest JSON file (or - for stdin) against the v1 contract",
+  builder: (y) => y.positional("file", { type: "string", describe: "request body JSON; - or omitted for stdin" }),
+  handler: async ({ file }) => {
+    let body: unknown;
+    try {
+      body = JSON.parse(await readInput(file));
+    } catch (error) {
+      process.stderr.write(`${isStdin(file) ? "stdin" : file}: ${(error as Error).message}\n`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    const result = validateRequest(body);
+    if (result.ok) {
+      const count = Object.keys(result.value.questions).length;
+      process.stdout.write(`valid: ${count} question${count === 1 ? "" : "s"} for model ${result.value.model}\n`);
+      return;
+    }
+    process.stdout.write(`${JSON.stringify({ detail: result.errors }, null, 2)}\n`);
+    process.exitCode = EXIT.usage;
+  },
+};
