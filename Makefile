@@ -12,9 +12,13 @@ help:
 	@echo "make bench   run the benchmarks and print their ratios"
 	@echo "make build   compile TypeScript to dist/"
 
-# npm ci when node_modules is missing or older than the lock file.
+# Install when node_modules is missing or older than the lock file. Not
+# `npm ci`: registries that do not serve every platform's optional binaries
+# (rollup, llama.cpp) leave those out of the lock, and `npm ci` then refuses
+# the lock as out of sync. `npm install --no-save` installs the locked
+# versions and leaves the lock untouched.
 $(NPM_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm install --no-save --no-audit --no-fund
 	@touch $@
 
 install: $(NPM_STAMP)
