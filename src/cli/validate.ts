@@ -4,7 +4,7 @@ import { EXIT } from "./exit.js";
 import { isStdin, readInput } from "./input.js";
 
 interface Args {
-  file?: string;
+  file: string | undefined;
 }
 
 /** `typed-eval validate <file>`: checks a request body and prints the 422 body it would get. */
