@@ -1,0 +1,37 @@
+/**
+ * The narrow interface between the evaluator and a language-model back end:
+ * tokenize, evaluate a shared prefix once, and score label token sequences
+ * after each suffix. Nothing here knows about questions or prompts.
+ */
+export type Token = number;
+
+/** One question's work: its suffix after the shared prefix, and the label sequences to score after it. */
+export interface ScoreTask {
+  suffix: readonly Token[];
+  /** Each label's whole token sequence; its log-probability is the sum over its tokens. */
+  labels: readonly (readonly Token[])[];
+}
+
+export interface EngineStats {
+  /** Requests waiting for a free sequence. */
+  queued: number;
+  /** Requests being evaluated. */
+  active: number;
+}
+
+export interface Engine {
+  /** Context window of the loaded model, in tokens. */
+  readonly contextSize: number;
+  /** The model's own chat template (GGUF `tokenizer.chat_template`), if it has one. */
+  readonly chatTemplate: string | undefined;
+  /** Tokens of `text`. Control tokens (e.g. `<|im_end|>`) are parsed only when `special` is true. */
+  tokenize(text: string, special: boolean): Token[];
+  /**
+   * Evaluates `prefix` once, then each task's suffix after it. Per task, in
+   * order: log P(label sequence | prefix + suffix) for each label, under the
+   * model's full next-token distributions.
+   */
+  score(prefix: readonly Token[], tasks: readonly ScoreTask[], options?: { signal?: AbortSignal }): Promise<number[][]>;
+  stats(): EngineStats;
+  close(): Promise<void>;
+}

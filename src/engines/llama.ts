@@ -1,0 +1,251 @@
+/**
+ * The llama.cpp engine (node-llama-cpp, prebuilt CPU binary). One context
+ * holds several sequences; each request takes a free sequence, evaluates its
+ * prefix once, and scores every question's suffix after it, erasing the
+ * suffix back to the prefix between questions. Concurrent requests run on
+ * their own sequences and are decoded together in shared batches.
+ *
+ * Determinism: llama.cpp's logits depend slightly on how tokens are split into
+ * batches, and a one-token decode takes a different kernel path than a batch
+ * of rows. So every evaluation is fed in chunks of at most `chunkTokens` that
+ * depend only on the token count and never hold a single token, and the
+ * context's batch holds one chunk of every sequence, so no chunk is split by
+ * what other requests queue: the same request gives the same bits.
+ */
+import { availableParallelism } from "node:os";
+import {
+  getLlama,
+  LlamaLogLevel,
+  type ControlledEvaluateInputItem,
+  type ControlledEvaluateIndexOutput,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token as LlamaToken,
+} from "node-llama-cpp";
+import type { Engine, EngineStats, ScoreTask, Token } from "./engine.js";
+
+export interface LlamaEngineOptions {
+  modelPath: string;
+  /** Tokens each sequence can hold; default: the model's training context, at most 8,192. */
+  contextSize?: number;
+  /** Requests evaluated at once (context sequences). Default 2. */
+  sequences?: number;
+  /** CPU threads; default: every core (more threads than cores slows llama.cpp badly). */
+  threads?: number;
+  /** Largest slice of tokens fed to one decode. Default 256. */
+  chunkTokens?: number;
+}
+
+/** The generateNext options that read exact log-probabilities of `tokens` at one position. */
+function readLogprobs(tokens: readonly Token[]) {
+  return {
+    generateNext: {
+      // includeTop: 1 brings the max logit; totalLogitWeight = sum exp(logit - max) over the whole vocabulary.
+      logits: { filter: { tokens: tokens as LlamaToken[], includeTop: 1 } },
+      totalLogitWeight: true,
+      options: { temperature: 0 },
+    },
+  } as const;
+}
+
+/** log P(token) for each of `tokens`, from a filtered-logits output. */
+function logprobsFrom(output: ControlledEvaluateIndexOutput | undefined, tokens: readonly Token[]): number[] {
+  const logits = output?.next.logits;
+  const total = output?.next.totalLogitWeight;
+  if (!logits || total === undefined) throw new Error("llama.cpp returned no logits for the answer position");
+  const first = logits.values().next();
+  const max = first.done ? 0 : first.value;
+  const logTotal = Math.log(total);
+  return tokens.map((t) => {
+    const logit = logits.get(t as LlamaToken);
+    return logit === undefined ? -Infinity : logit - max - logTotal;
+  });
+}
+
+/**
+ * Sizes of the chunks `count` tokens are fed in: at most `chunk` each, and
+ * never a lone last token (a one-row decode rounds differently).
+ */
+export function chunkSizes(count: number, chunk: number): number[] {
+  if (chunk < 2) throw new RangeError("chunks must hold at least two tokens");
+  const sizes: number[] = [];
+  for (let left = count; left > 0; left -= chunk) sizes.push(Math.min(chunk, left));
+  const n = sizes.length;
+  if (n >= 2 && sizes[n - 1] === 1) {
+    sizes[n - 2]! -= 1;
+    sizes[n - 1] = 2;
+  }
+  return sizes;
+}
+
+/** A FIFO of free sequences; requests wait their turn. */
+class SequencePool {
+  private readonly free: LlamaContextSequence[];
+  private readonly waiting: ((sequence: LlamaContextSequence) => void)[] = [];
+  active = 0;
+
+  constructor(sequences: LlamaContextSequence[]) {
+    this.free = sequences;
+  }
+
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<LlamaContextSequence> {
+    signal?.throwIfAborted();
+    const ready = this.free.pop();
+    if (ready) {
+      this.active++;
+      return ready;
+    }
+    return new Promise((resolve, reject) => {
+      const grant = (sequence: LlamaContextSequence) => {
+        signal?.removeEventListener("abort", onAbort);
+        this.active++;
+        resolve(sequence);
+      };
+      const onAbort = () => {
+        const at = this.waiting.indexOf(grant);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(signal?.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiting.push(grant);
+    });
+  }
+
+  release(sequence: LlamaContextSequence): void {
+    this.active--;
+    const next = this.waiting.shift();
+    if (next) next(sequence);
+    else this.free.push(sequence);
+  }
+}
+
+export class LlamaEngine implements Engine {
+  private constructor(
+    private readonly llama: Llama,
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly pool: SequencePool,
+    private readonly chunkTokens: number,
+  ) {}
+
+  /** Loads a GGUF model on the CPU with the prebuilt binary (never building from source). */
+  static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
+    const threads = options.threads ?? availableParallelism();
+    const sequences = options.sequences ?? 2;
+    const chunkTokens = options.chunkTokens ?? 256;
+    const llama = await getLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error });
+    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
+    const trained = model.trainContextSize;
+    const contextSize = options.contextSize ?? Math.min(trained, 8192);
+    const context = await model.createContext({
+      contextSize,
+      sequences,
+      threads: { ideal: threads, min: threads },
+      batchSize: chunkTokens * sequences,
+      // Flash attention changes the summation order with the KV layout; keep the plain path.
+      flashAttention: false,
+    });
+    const all = Array.from({ length: sequences }, () => context.getSequence());
+    return new LlamaEngine(llama, model, context, new SequencePool(all), chunkTokens);
+  }
+
+  get contextSize(): number {
+    return this.context.contextSize;
+  }
+
+  get chatTemplate(): string | undefined {
+    const template = this.model.fileInfo.metadata.tokenizer?.chat_template;
+    return typeof template === "string" ? template : undefined;
+  }
+
+  tokenize(text: string, special: boolean): Token[] {
+    return this.model.tokenize(text, special);
+  }
+
+  stats(): EngineStats {
+    return { queued: this.pool.queued, active: this.pool.active };
+  }
+
+  async score(prefix: readonly Token[], tasks: readonly ScoreTask[], options: { signal?: AbortSignal } = {}): Promise<number[][]> {
+    const { signal } = options;
+    const sequence = await this.pool.acquire(signal);
+    try {
+      await sequence.clearHistory();
+      await this.feed(sequence, prefix, signal);
+      const results: number[][] = [];
+      for (const task of tasks) {
+        signal?.throwIfAborted();
+        results.push(await this.scoreTask(sequence, task, signal));
+        await sequence.eraseContextTokenRanges([{ start: prefix.length, end: sequence.nextTokenIndex }]);
+      }
+      return results;
+    } finally {
+      this.pool.release(sequence);
+    }
+  }
+
+  /** Evaluates `tokens` in fixed chunks; the last token may carry output options. */
+  private async feed(
+    sequence: LlamaContextSequence,
+    tokens: readonly Token[],
+    signal: AbortSignal | undefined,
+    last?: ReturnType<typeof readLogprobs>,
+  ): Promise<ControlledEvaluateIndexOutput | undefined> {
+    let output: ControlledEvaluateIndexOutput | undefined;
+    let start = 0;
+    for (const size of chunkSizes(tokens.length, this.chunkTokens)) {
+      signal?.throwIfAborted();
+      const chunk: ControlledEvaluateInputItem[] = tokens.slice(start, start + size) as LlamaToken[];
+      start += size;
+      const isLast = start === tokens.length;
+      if (isLast && last) chunk[size - 1] = [chunk[size - 1] as LlamaToken, last];
+      const outputs = await sequence.controlledEvaluate(chunk);
+      if (isLast) output = outputs[size - 1];
+    }
+    return output;
+  }
+
+  /**
+   * Label log-probabilities after one suffix. Distinct single-token labels
+   * are read at the suffix's last position. Otherwise each label is scored
+   * whole: the suffix's last token and the label's tokens go in one batch
+   * that reads every label position, then are erased for the next label.
+   */
+  private async scoreTask(sequence: LlamaContextSequence, task: ScoreTask, signal: AbortSignal | undefined): Promise<number[]> {
+    const { suffix, labels } = task;
+    if (suffix.length < 2) throw new Error("a question's suffix must hold at least two tokens");
+    const firsts = labels.map((l) => l[0] as Token);
+    if (labels.every((l) => l.length === 1) && new Set(firsts).size === labels.length) {
+      return logprobsFrom(await this.feed(sequence, suffix, signal, readLogprobs(firsts)), firsts);
+    }
+    const body = suffix.slice(0, -1);
+    await this.feed(sequence, body, signal);
+    const lastToken = suffix[suffix.length - 1] as LlamaToken;
+    const out: number[] = [];
+    for (const label of labels) {
+      signal?.throwIfAborted();
+      const items: ControlledEvaluateInputItem[] = [lastToken, ...(label.slice(0, -1) as LlamaToken[])].map((token, i) => [
+        token,
+        readLogprobs([label[i] as Token]),
+      ]);
+      const outputs = await sequence.controlledEvaluate(items);
+      let logprob = 0;
+      label.forEach((token, i) => (logprob += logprobsFrom(outputs[i], [token])[0] as number));
+      out.push(logprob);
+      await sequence.eraseContextTokenRanges([{ start: sequence.nextTokenIndex - items.length, end: sequence.nextTokenIndex }]);
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.context.dispose();
+    await this.model.dispose();
+    await this.llama.dispose();
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * The one interface joining everything: a request in, a response out. The
+ * runner and the server never know whether the answers come from an embedded
+ * model or a remote endpoint.
+ */
+import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+
+export interface EvaluateOptions {
+  signal?: AbortSignal;
+  /** Attempt number of a retried request (sent upstream as X-Service-Retry-Count). */
+  retryCount?: number;
+}
+
+/** A response plus what the wire format has no field for. */
+export interface Evaluation {
+  response: SystemOneResponse;
+  /** Per question: the share of the next-token distribution that fell on its labels (local models only). */
+  labelMass?: Record<string, number>;
+}
+
+export interface Evaluator {
+  /** Answers every question of a valid request; throws a `TypedEvalError` for anything else. */
+  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation>;
+  /** The names this evaluator accepts in `model`, for listings. */
+  models(): ModelMetadata[];
+  close(): Promise<void>;
+}

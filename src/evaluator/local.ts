@@ -1,0 +1,164 @@
+/**
+ * The embedded evaluator: renders the request, asks an engine for label
+ * log-probabilities, and builds the answers with the readout math.
+ */
+import { UnprocessableEntityError } from "../api/errors.js";
+import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.js";
+import type { Answer, ModelMetadata, Question, SystemOneRequest, Usage, ValidationErrorItem } from "../api/schema.js";
+import type { Engine, ScoreTask, Token } from "../engines/engine.js";
+import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+import { renderPrefix, renderQuestion, type ChatTemplate, type Segment } from "./prompt.js";
+import { choiceAnswer, labelDistribution, labelMass, noulAnswer, scoreAnswer } from "./readout.js";
+
+export interface LocalModelConfig {
+  /** Versioned id returned as the response `model`. */
+  id: string;
+  /** Calibration temperature applied to label log-probabilities. */
+  temperature: number;
+  template: ChatTemplate;
+  /** Names listed for this model. */
+  metadata: ModelMetadata[];
+}
+
+/** A request turned into tokens: what the engine evaluates and what it will cost. */
+export interface PreparedRequest {
+  prefix: Token[];
+  names: string[];
+  questions: Question[];
+  tasks: ScoreTask[];
+  usage: Usage;
+}
+
+const thousands = (n: number) => n.toLocaleString("en-US");
+
+export class LocalEvaluator implements Evaluator {
+  private readonly terminator: Token[];
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly config: LocalModelConfig,
+  ) {
+    this.terminator = engine.tokenize(config.template.endOfTurn, true);
+  }
+
+  models(): ModelMetadata[] {
+    return this.config.metadata;
+  }
+
+  private tokens(segments: readonly Segment[]): Token[] {
+    return segments.flatMap((s) => this.engine.tokenize(s.text, s.control));
+  }
+
+  /**
+   * Label token sequences. Distinct single tokens are read at one position;
+   * otherwise every label gets the end-of-turn terminator, so that "1" and
+   * "12" are different sequences and each option's probability is exact.
+   */
+  private labelTokens(labels: readonly string[]): Token[][] {
+    const sequences = labels.map((label) => this.engine.tokenize(label, false));
+    const firsts = new Set(sequences.map((s) => s[0]));
+    const single = sequences.every((s) => s.length === 1) && firsts.size === sequences.length;
+    return single ? sequences : sequences.map((s) => [...s, ...this.terminator]);
+  }
+
+  /** Tokenizes a request and checks it against the token limits; no model evaluation. */
+  prepare(request: SystemOneRequest): PreparedRequest {
+    const prefix = this.tokens(renderPrefix(this.config.template, request.state));
+    const names = Object.keys(request.questions);
+    const questions = names.map((name) => request.questions[name] as Question);
+    const tasks = questions.map((question) => {
+      const rendered = renderQuestion(this.config.template, question);
+      return { suffix: this.tokens(rendered.suffix), labels: this.labelTokens(rendered.labels) };
+    });
+    const suffixTokens = tasks.reduce((sum, t) => sum + t.suffix.length, 0);
+    const positions = tasks.reduce((sum, t) => sum + positionsToRead(t.labels), 0);
+    this.checkLimits(prefix.length, names, tasks);
+    return { prefix, names, questions, tasks, usage: { input_tokens: prefix.length + suffixTokens, output_tokens: positions } };
+  }
+
+  private checkLimits(prefixLength: number, names: readonly string[], tasks: readonly ScoreTask[]): void {
+    const errors: ValidationErrorItem[] = [];
+    const total = prefixLength + tasks.reduce((sum, t) => sum + t.suffix.length, 0);
+    if (total > MAX_REQUEST_TOKENS) {
+      errors.push({
+        type: "too_long",
+        loc: ["body"],
+        msg: `State plus all questions is ${thousands(total)} tokens; the limit is ${thousands(MAX_REQUEST_TOKENS)}. Split the questions over several requests.`,
+        ctx: { field_type: "Tokens", max_length: MAX_REQUEST_TOKENS, actual_length: total },
+      });
+    }
+    const window = this.engine.contextSize;
+    tasks.forEach((task, i) => {
+      const name = names[i] as string;
+      const withQuestion = prefixLength + task.suffix.length;
+      const deepest = withQuestion + Math.max(...task.labels.map((l) => l.length)) - 1;
+      if (withQuestion > MAX_LONGEST_QUESTION_TOKENS) {
+        errors.push({
+          type: "too_long",
+          loc: ["body", "questions", name],
+          msg: `State plus question '${name}' is ${thousands(withQuestion)} tokens; the limit is ${thousands(MAX_LONGEST_QUESTION_TOKENS)}.`,
+          ctx: { field_type: "Tokens", max_length: MAX_LONGEST_QUESTION_TOKENS, actual_length: withQuestion },
+        });
+      } else if (deepest > window) {
+        errors.push({
+          type: "too_long",
+          loc: ["body", "questions", name],
+          msg: `State plus question '${name}' needs ${thousands(deepest)} tokens; the model's context window is ${thousands(window)}.`,
+          ctx: { field_type: "Tokens", max_length: window, actual_length: deepest },
+        });
+      }
+    });
+    if (errors.length > 0) throw new UnprocessableEntityError(errors);
+  }
+
+  async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+    const prepared = this.prepare(request);
+    const signal = options.signal;
+    const results = await this.engine.score(prepared.prefix, prepared.tasks, signal ? { signal } : {});
+    const answers: [string, Answer][] = [];
+    const masses: [string, number][] = [];
+    prepared.questions.forEach((question, i) => {
+      const name = prepared.names[i] as string;
+      const logprobs = results[i] as number[];
+      const p = labelDistribution(logprobs, this.config.temperature);
+      answers.push([name, answerFor(question, p)]);
+      masses.push([name, labelMass(logprobs)]);
+    });
+    return {
+      response: {
+        model: this.config.id,
+        answers: Object.fromEntries(answers),
+        usage: prepared.usage,
+      },
+      labelMass: Object.fromEntries(masses),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.engine.close();
+  }
+}
+
+/**
+ * Answer positions read for a question: one per distinct label-token prefix
+ * (the answer position itself, then each partial label). One for labels that
+ * are single tokens.
+ */
+export function positionsToRead(labels: readonly (readonly Token[])[]): number {
+  const prefixes = new Set<string>([""]);
+  for (const label of labels) {
+    for (let end = 1; end < label.length; end++) prefixes.add(label.slice(0, end).join(","));
+  }
+  return prefixes.size;
+}
+
+function answerFor(question: Question, p: number[]): Answer {
+  switch (question.type) {
+    case "noul":
+      return noulAnswer(p[0] as number);
+    case "choice":
+      return choiceAnswer(Object.keys(question.criteria), p);
+    case "score":
+      return scoreAnswer(question.criteria, p);
+  }
+}

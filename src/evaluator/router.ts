@@ -1,0 +1,55 @@
+/** Routes each request to the evaluator of the model it names; unknown names are a 422 listing the valid ones. */
+import { UnprocessableEntityError } from "../api/errors.js";
+import type { ModelMetadata, SystemOneRequest } from "../api/schema.js";
+import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+
+export interface Route {
+  /** Every name that selects this evaluator: aliases and versioned ids. */
+  names: readonly string[];
+  evaluator: Evaluator;
+}
+
+export class ModelRouter implements Evaluator {
+  private readonly byName = new Map<string, Evaluator>();
+  private readonly evaluators: Evaluator[];
+
+  constructor(routes: readonly Route[]) {
+    for (const route of routes) {
+      for (const name of route.names) {
+        if (this.byName.has(name)) throw new Error(`model name "${name}" is used by two models`);
+        this.byName.set(name, route.evaluator);
+      }
+    }
+    this.evaluators = [...new Set(routes.map((r) => r.evaluator))];
+  }
+
+  /** All names accepted in `model`, sorted. */
+  names(): string[] {
+    return [...this.byName.keys()].sort();
+  }
+
+  models(): ModelMetadata[] {
+    return this.evaluators.flatMap((e) => e.models());
+  }
+
+  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation> {
+    const evaluator = this.byName.get(request.model);
+    if (!evaluator) {
+      const valid = this.names();
+      throw new UnprocessableEntityError([
+        {
+          type: "value_error",
+          loc: ["body", "model"],
+          msg: `Unknown model '${request.model}'. Valid names: ${valid.join(", ")}`,
+          input: request.model,
+          ctx: { expected: valid },
+        },
+      ]);
+    }
+    return evaluator.evaluate(request, options);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.evaluators.map((e) => e.close()));
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * The embedded evaluator on real llama.cpp, with models the tests write
+ * themselves (random weights: these tests prove mechanics, never quality).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { responseViolations } from "../../src/api/consistency.js";
+import { UnprocessableEntityError } from "../../src/api/errors.js";
+import type { SystemOneRequest, SystemOneResponse } from "../../src/api/schema.js";
+import type { ScoreTask } from "../../src/engines/engine.js";
+import { chunkSizes, LlamaEngine } from "../../src/engines/llama.js";
+import { LocalEvaluator } from "../../src/evaluator/local.js";
+import { detectTemplate } from "../../src/evaluator/prompt.js";
+import { labelDistribution } from "../../src/evaluator/readout.js";
+import { generatedModel, TINY } from "../support/models.js";
+import { ReferenceModel } from "../support/reference.js";
+
+const CHUNK = 256;
+let engine: LlamaEngine;
+let evaluator: LocalEvaluator;
+let reference: ReferenceModel;
+
+beforeAll(async () => {
+  const path = generatedModel(TINY);
+  engine = await LlamaEngine.load({ modelPath: path, contextSize: 8192, sequences: 2, chunkTokens: CHUNK });
+  evaluator = new LocalEvaluator(engine, { id: "tiny-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
+  reference = await ReferenceModel.load(path);
+}, 60_000);
+
+afterAll(async () => {
+  await evaluator?.close();
+  await reference?.close();
+});
+
+const ticket = {
+  customer: "Dana",
+  messages: [{ from: "customer", text: "My kettle never arrived. I want my money back." }],
+};
+
+function request(questions: SystemOneRequest["questions"], state: SystemOneRequest["state"] = ticket): SystemOneRequest {
+  return { state, model: "tiny", questions };
+}
+
+const questions: SystemOneRequest["questions"] = {
+  refund: { type: "noul", instructions: "Does the customer ask for a refund?", criteria: { true: "money back", false: null } },
+  topic: { type: "choice", instructions: "Topic?", criteria: { shipping: "Deliveries", billing: null, product: { about: "defects" } } },
+  urgency: { type: "score", instructions: "How urgent?", criteria: ["low", "medium", "high", "critical"] },
+};
+
+async function answer(req: SystemOneRequest): Promise<SystemOneResponse> {
+  return (await evaluator.evaluate(req)).response;
+}
+
+/**
+ * The reference's label log-probabilities for one task, evaluated in the same
+ * batches as the engine (`split`) or in one batch per label.
+ */
+async function referenceLogprobs(prefix: readonly number[], task: ScoreTask, split: boolean, only?: number[]): Promise<number[]> {
+  const { suffix, labels } = task;
+  const single = labels.every((l) => l.length === 1);
+  const out: number[] = [];
+  for (const label of only ? only.map((k) => labels[k]!) : labels) {
+    const tokens = [...prefix, ...suffix, ...label.slice(0, -1), label[label.length - 1]!];
+    // The label's last token is only predicted, never evaluated by the engine: it gets a batch of its own.
+    const batches = !split
+      ? [tokens.length - 1, 1]
+      : single
+        ? [...chunkSizes(prefix.length, CHUNK), ...chunkSizes(suffix.length, CHUNK), 1]
+        : [...chunkSizes(prefix.length, CHUNK), ...chunkSizes(suffix.length - 1, CHUNK), label.length, 1];
+    out.push(await reference.logprob(tokens, label.length, batches));
+  }
+  return out;
+}
+
+/** The probabilities an answer gives its options, in option order (noul: [yes, no]). */
+function optionProbabilities(response: SystemOneResponse, name: string): number[] {
+  const a = response.answers[name]!;
+  if (a.type === "noul") return [a.noul, 1 - a.noul];
+  return Object.values(a.probabilities);
+}
+
+describe("LocalEvaluator readout", () => {
+  it("equals an independent computation from the engine's full next-token distribution (within 1e-6)", async () => {
+    const req = request(questions);
+    const response = await answer(req);
+    const prepared = evaluator.prepare(req);
+    for (const [i, name] of prepared.names.entries()) {
+      const expected = labelDistribution(await referenceLogprobs(prepared.prefix, prepared.tasks[i]!, true));
+      const got = optionProbabilities(response, name);
+      expect(got).toHaveLength(expected.length);
+      got.forEach((p, k) => expect(Math.abs(p - expected[k]!)).toBeLessThan(1e-6));
+    }
+  });
+
+  it("with prefix reuse matches evaluating each whole prompt in one batch, within batch-split noise", async () => {
+    const req = request(questions);
+    const response = await answer(req);
+    const prepared = evaluator.prepare(req);
+    let worst = 0;
+    for (const [i, name] of prepared.names.entries()) {
+      const expected = labelDistribution(await referenceLogprobs(prepared.prefix, prepared.tasks[i]!, false));
+      optionProbabilities(response, name).forEach((p, k) => (worst = Math.max(worst, Math.abs(p - expected[k]!))));
+    }
+    // Documented in the README: a different batch split moves probabilities by up to about 1e-3.
+    expect(worst).toBeLessThan(5e-3);
+  });
+
+  it("reads every one of 255 options exactly (multi-token labels scored as whole sequences)", async () => {
+    const criteria = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`option ${i}`, i % 3 ? null : `description ${i}`]));
+    const req = request({ many: { type: "choice", instructions: "Pick one", criteria } }, "short state");
+    const response = await answer(req);
+    expect(responseViolations(req, response)).toEqual([]);
+    const a = response.answers["many"]!;
+    if (a.type !== "choice") throw new Error("expected a choice answer");
+    expect(Object.keys(a.probabilities)).toEqual(Object.keys(criteria));
+    // Every option has its own, nonzero probability: no top-k truncation.
+    expect(Object.values(a.probabilities).every((p) => p > 0)).toBe(true);
+    // The reference re-evaluates the whole prompt per label, so check a sample through probability ratios.
+    const prepared = evaluator.prepare(req);
+    const sample = [0, 9, 99, 254];
+    const logprobs = await referenceLogprobs(prepared.prefix, prepared.tasks[0]!, true, sample);
+    for (let i = 1; i < sample.length; i++) {
+      const ratio = Math.log(a.probabilities[`option ${sample[i]}`]! / a.probabilities[`option ${sample[0]}`]!);
+      expect(Math.abs(ratio - (logprobs[i]! - logprobs[0]!))).toBeLessThan(1e-5);
+    }
+  }, 120_000);
+
+  it("answers a 10-level score, a one-level score and a noul, consistently", async () => {
+    const req = request({
+      ten: { type: "score", criteria: Array.from({ length: 10 }, (_, k) => `level ${k}`) },
+      one: { type: "score", criteria: ["the only level"] },
+      yes: { type: "noul" },
+    });
+    const response = await answer(req);
+    expect(responseViolations(req, response)).toEqual([]);
+    expect(response.answers["one"]).toMatchObject({ score: 0, confidence: 1, probabilities: { "0": 1 } });
+    const ten = response.answers["ten"]!;
+    if (ten.type !== "score") throw new Error("expected a score");
+    expect(ten.score).toBeCloseTo(Object.values(ten.probabilities).reduce((s, p, k) => s + k * p, 0), 12);
+  });
+
+  it("answers object, array and string states, each differently", async () => {
+    const q = { yes: { type: "noul" as const, instructions: "Is it urgent?" } };
+    const results = [];
+    for (const state of [{ a: 1, nested: { b: [1, 2] } }, [1, "two", { three: 3 }], "plain text"]) {
+      const req = request(q, state);
+      const response = await answer(req);
+      expect(responseViolations(req, response)).toEqual([]);
+      results.push((response.answers["yes"] as { noul: number }).noul);
+    }
+    expect(new Set(results).size).toBe(3);
+  });
+});
+
+describe("LocalEvaluator determinism", () => {
+  it("gives bit-identical answers whatever the question keys are named", async () => {
+    const a = await answer(request(questions));
+    const renamed = Object.fromEntries(Object.entries(questions).map(([k, v]) => [`x_${k}_renamed`, v]));
+    const b = await answer(request(renamed));
+    for (const key of Object.keys(questions)) expect(b.answers[`x_${key}_renamed`]).toEqual(a.answers[key]);
+  });
+
+  it("gives bit-identical answers whatever the question order", async () => {
+    const a = await answer(request(questions));
+    const reversed = Object.fromEntries(Object.entries(questions).reverse());
+    const b = await answer(request(reversed));
+    expect(Object.keys(b.answers)).toEqual(Object.keys(reversed));
+    for (const key of Object.keys(questions)) expect(b.answers[key]).toEqual(a.answers[key]);
+  });
+
+  it("answers each question the same whichever other questions share the request", async () => {
+    const all = await answer(request(questions));
+    for (const [key, question] of Object.entries(questions)) {
+      const alone = await answer(request({ [key]: question }));
+      expect(alone.answers[key]).toEqual(all.answers[key]);
+    }
+  });
+
+  it("gives bit-identical answers while other requests share the engine", async () => {
+    const req = request(questions);
+    const alone = await answer(req);
+    const others = [
+      request({ o: { type: "noul" } }, "x".repeat(700)),
+      request({ o: { type: "score", criteria: ["a", "b", "c"] } }, { long: "y".repeat(1500) }),
+      request({ o: { type: "choice", criteria: { p: null, q: null } } }, ["z"]),
+    ];
+    const results = await Promise.all([answer(others[0]!), answer(req), answer(others[1]!), answer(req), answer(others[2]!)]);
+    expect(results[1]).toEqual(alone);
+    expect(results[3]).toEqual(alone);
+    expect(engine.stats()).toEqual({ queued: 0, active: 0 });
+  }, 60_000);
+});
+
+describe("LocalEvaluator usage and limits", () => {
+  it("counts the state once and each question's suffix, as the tokenizer counts them", async () => {
+    const req = request(questions, "a state of exactly some bytes");
+    const response = await answer(req);
+    const prepared = evaluator.prepare(req);
+    expect(response.usage.input_tokens).toBe(prepared.prefix.length + prepared.tasks.reduce((s, t) => s + t.suffix.length, 0));
+    // Independently: the byte-level tokenizer makes one token per UTF-8 byte of plain text.
+    const more = await answer(request(questions, "a state of exactly some bytes" + "é".repeat(10)));
+    expect(more.usage.input_tokens - response.usage.input_tokens).toBe(20);
+    const twice = await answer(request({ ...questions, again: questions["refund"]! }, "a state of exactly some bytes"));
+    expect(twice.usage.input_tokens - response.usage.input_tokens).toBe(prepared.tasks[0]!.suffix.length);
+  });
+
+  it("counts one output token per position read", async () => {
+    // Byte-level model: "0".."3" are single tokens, so a score question reads one position.
+    const one = await answer(request({ s: { type: "score", criteria: ["a", "b", "c", "d"] } }));
+    expect(one.usage.output_tokens).toBe(1);
+    // "Yes"/"No" are several byte tokens plus a terminator: root, Y, Ye, Yes, N, No.
+    const noul = await answer(request({ n: { type: "noul" } }));
+    expect(noul.usage.output_tokens).toBe(6);
+  });
+
+  it("refuses state plus all questions over 64k tokens with a 422 naming the limit and the count", async () => {
+    const big = "w".repeat(31_000);
+    const many = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`q${i}`, { type: "noul" as const, instructions: big }]));
+    const error = await evaluator.evaluate(request(many, "s")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UnprocessableEntityError);
+    const detail = (error as UnprocessableEntityError).detail;
+    expect(detail[0]).toMatchObject({ type: "too_long", loc: ["body"], ctx: { max_length: 65_536 } });
+    expect(detail[0]!.msg).toMatch(/65,536/);
+    expect((detail[0]!.ctx as { actual_length: number }).actual_length).toBeGreaterThan(155_000);
+  });
+
+  it("refuses state plus one question over 32k tokens, at that question", async () => {
+    const error = await evaluator.evaluate(request({ fine: { type: "noul" }, huge: { type: "noul", instructions: "v".repeat(33_000) } }, "s")).catch((e: unknown) => e);
+    const detail = (error as UnprocessableEntityError).detail;
+    expect(detail).toHaveLength(1);
+    expect(detail[0]).toMatchObject({ loc: ["body", "questions", "huge"], ctx: { max_length: 32_768 } });
+  });
+
+  it("refuses a request over the model's context window instead of truncating", async () => {
+    const error = await evaluator.evaluate(request({ q: { type: "noul" } }, "u".repeat(9_000))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UnprocessableEntityError);
+    const item = (error as UnprocessableEntityError).detail[0]!;
+    expect(item.msg).toMatch(/context window is 8,192/);
+    expect(item.loc).toEqual(["body", "questions", "q"]);
+  });
+
+  it("stops at an aborted signal and frees its sequence", async () => {
+    const controller = new AbortController();
+    controller.abort(new Error("caller gave up"));
+    await expect(evaluator.evaluate(request(questions), { signal: controller.signal })).rejects.toThrow("caller gave up");
+    expect(engine.stats()).toEqual({ queued: 0, active: 0 });
+  });
+});
