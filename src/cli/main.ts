@@ -1,19 +1,29 @@
 /** The `typed-eval` command line: one yargs command per file in this folder. */
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
+import { askCommand } from "./ask.js";
+import { modelsCommand } from "./models.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
 import { EXIT } from "./exit.js";
+import { DownloadError } from "../models/download.js";
+import { RegistryError } from "../models/registry.js";
 
 await yargs(hideBin(process.argv))
   .scriptName("typed-eval")
   .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
+  .command(askCommand)
+  .command(modelsCommand)
   .command(validateCommand)
   .command(openapiCommand)
   .demandCommand(1, "Name a command; see the list above.")
   .strict()
   .recommendCommands()
   .fail((msg, err, y) => {
+    if (err instanceof RegistryError || err instanceof DownloadError) {
+      process.stderr.write(`typed-eval: ${err.message}\n`);
+      process.exit(EXIT.usage);
+    }
     if (err) throw err;
     process.stderr.write(`${y.help()}\n\n${msg}\n`);
     process.exit(EXIT.usage);

@@ -1,0 +1,72 @@
+import { readFile } from "node:fs/promises";
+import type { CommandModule } from "yargs";
+import { validateRequest } from "../api/validate.js";
+import { UnprocessableEntityError } from "../api/errors.js";
+import { EXIT } from "./exit.js";
+import { readInput } from "./input.js";
+import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+
+interface AskArgs extends ModelArgs {
+  questions: string;
+  state: string | undefined;
+  text: boolean;
+  diagnostics: boolean;
+}
+
+/** `typed-eval ask`: one request from the command line; prints the response JSON. */
+export const askCommand: CommandModule<object, AskArgs> = {
+  command: "ask",
+  describe: "Answer one request: a state from a file or stdin, questions from a job file",
+  builder: (y) =>
+    withModelOptions(
+      y
+        .option("questions", {
+          alias: "q",
+          type: "string",
+          demandOption: true,
+          describe: "JSON file with a `questions` map (a job file or a request body)",
+        })
+        .option("state", { alias: "s", type: "string", describe: "state file (JSON, or text with --text); - or omitted for stdin" })
+        .option("text", { type: "boolean", default: false, describe: "send the state as text even if it parses as JSON" })
+        .option("diagnostics", { type: "boolean", default: false, describe: "also print each answer's label mass" }),
+    ),
+  handler: async (args) => {
+    let questions: unknown;
+    try {
+      const file = JSON.parse(await readFile(args.questions, "utf8")) as { questions?: unknown; model?: unknown };
+      questions = file.questions;
+      if (typeof file.model === "string" && args.model === "default") args.model = file.model;
+    } catch (error) {
+      process.stderr.write(`${args.questions}: ${(error as Error).message}\n`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    const raw = await readInput(args.state);
+    let state: unknown = raw;
+    if (!args.text) {
+      try {
+        state = JSON.parse(raw);
+      } catch {
+        state = raw;
+      }
+    }
+    const checked = validateRequest({ state, model: args.model, questions });
+    if (!checked.ok) {
+      process.stderr.write(`${JSON.stringify({ detail: checked.errors }, null, 2)}\n`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    const evaluator = await openModelFromArgs(args);
+    try {
+      const { response, labelMass } = await evaluator.evaluate(checked.value);
+      const out = args.diagnostics ? { ...response, diagnostics: { label_mass: labelMass } } : response;
+      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+    } catch (error) {
+      if (!(error instanceof UnprocessableEntityError)) throw error;
+      process.stderr.write(`${JSON.stringify(error.body(), null, 2)}\n`);
+      process.exitCode = EXIT.usage;
+    } finally {
+      await evaluator.close();
+    }
+  },
+};

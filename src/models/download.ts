@@ -1,0 +1,93 @@
+/**
+ * Model downloads: streamed to a `.partial` file while hashing, resumed with
+ * an HTTP Range request after an interruption, and renamed into place only
+ * once the SHA-256 matches the registry. A file at the final path is verified.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream, existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { dirname } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { ModelEntry } from "./registry.js";
+
+export type Progress = (received: number, total: number | undefined) => void;
+
+/** The download URL of a source URI; `hf://owner/repo/file` goes to `HF_ENDPOINT` (default huggingface.co). */
+export function downloadUrl(uri: string): string {
+  const hf = /^hf:\/\/([^/]+)\/([^/]+)\/(.+)$/.exec(uri);
+  if (!hf) return uri;
+  const endpoint = (process.env["HF_ENDPOINT"] ?? "https://huggingface.co").replace(/\/$/, "");
+  return `${endpoint}/${hf[1]}/${hf[2]}/resolve/main/${hf[3]}`;
+}
+
+export class DownloadError extends Error {
+  override name = "DownloadError";
+}
+
+async function hashFile(path: string, hash = createHash("sha256")): Promise<ReturnType<typeof createHash>> {
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash;
+}
+
+/** SHA-256 of a whole file, hex. */
+export async function sha256File(path: string): Promise<string> {
+  return (await hashFile(path)).digest("hex");
+}
+
+export interface PullOptions {
+  onProgress?: Progress;
+  signal?: AbortSignal;
+}
+
+/**
+ * Downloads `entry`'s weights to `dest` unless a verified file is already
+ * there. Returns whether anything was downloaded.
+ */
+export async function pullModel(entry: ModelEntry, dest: string, options: PullOptions = {}): Promise<boolean> {
+  const source = entry.source;
+  if (!source) throw new DownloadError(`model ${entry.name} has no source to download from; it uses a local path`);
+  if (existsSync(dest)) return false;
+  mkdirSync(dirname(dest), { recursive: true });
+  const partial = `${dest}.partial`;
+  const url = downloadUrl(source.uri);
+  let have = existsSync(partial) ? statSync(partial).size : 0;
+  const headers: Record<string, string> = have > 0 ? { range: `bytes=${have}-` } : {};
+  let response: Response;
+  try {
+    response = await fetch(url, { headers, redirect: "follow", ...(options.signal ? { signal: options.signal } : {}) });
+  } catch (error) {
+    throw new DownloadError(
+      `cannot reach ${url}: ${(error as Error).message}. Offline? Copy the file to ${dest}, or pass --model-path (or TYPED_EVAL_MODEL_PATH) to a local GGUF.`,
+    );
+  }
+  if (response.status === 416 || (have > 0 && response.status === 200)) {
+    // The server ignored or refused the range: start over.
+    rmSync(partial, { force: true });
+    have = 0;
+    if (response.status === 416) return pullModel(entry, dest, options);
+  }
+  if (!response.ok || !response.body) {
+    throw new DownloadError(`download of ${url} failed: HTTP ${response.status} ${response.statusText}`);
+  }
+  const hash = have > 0 ? await hashFile(partial) : createHash("sha256");
+  const length = Number(response.headers.get("content-length") ?? NaN);
+  const total = source.size ?? (Number.isFinite(length) ? have + length : undefined);
+  let received = have;
+  options.onProgress?.(received, total);
+  const body = Readable.fromWeb(response.body as import("node:stream/web").ReadableStream<Uint8Array>);
+  body.on("data", (chunk: Buffer) => {
+    hash.update(chunk);
+    received += chunk.length;
+    options.onProgress?.(received, total);
+  });
+  await pipeline(body, createWriteStream(partial, { flags: have > 0 ? "a" : "w" }));
+  const digest = hash.digest("hex");
+  if (digest !== source.sha256) {
+    rmSync(partial, { force: true });
+    throw new DownloadError(
+      `checksum mismatch for ${url}: expected ${source.sha256}, got ${digest}. The partial file was deleted; run the pull again, and if it repeats the upstream file changed: update the registry entry.`,
+    );
+  }
+  renameSync(partial, dest);
+  return true;
+}

