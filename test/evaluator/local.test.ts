@@ -245,3 +245,37 @@ describe("LocalEvaluator usage and limits", () => {
     expect(engine.stats()).toEqual({ queued: 0, active: 0 });
   });
 });
+
+describe("LocalEvaluator determinism under load", () => {
+  it("gives each of 12 varied requests the bits it gets alone, whatever runs beside it", async () => {
+    // Small chunks and 4 sequences make many requests interleave chunk by chunk.
+    const busy = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 4096, sequences: 4, chunkTokens: 64 });
+    const local = new LocalEvaluator(busy, { id: "tiny-1.0.0", temperature: 1, template: detectTemplate(busy.chatTemplate), metadata: [] });
+    try {
+      const requests: SystemOneRequest[] = Array.from({ length: 12 }, (_, i) => ({
+        state: "state text ".repeat(5 + i * 23),
+        model: "tiny",
+        questions: Object.fromEntries(
+          Array.from({ length: 1 + (i % 5) }, (_, j) => {
+            const options = Object.fromEntries(Array.from({ length: 2 + ((i + j) % 30) }, (_, k) => [`o${k}`, null]));
+            const q: SystemOneRequest["questions"][string] =
+              j % 3 === 0
+                ? { type: "noul", instructions: "x".repeat(j * 17 + i) }
+                : j % 3 === 1
+                  ? { type: "choice", criteria: options }
+                  : { type: "score", criteria: ["a", "b", "c"] };
+            return [`q${j}`, q];
+          }),
+        ),
+      }));
+      const solo: SystemOneResponse[] = [];
+      for (const r of requests) solo.push((await local.evaluate(r)).response);
+      for (const order of [[...requests.keys()].reverse(), [...requests.keys()].sort((a, b) => (a * 7) % 12 - (b * 7) % 12)]) {
+        const together = await Promise.all(order.map((i) => local.evaluate(requests[i]!)));
+        together.forEach((result, k) => expect(result.response).toEqual(solo[order[k]!]));
+      }
+    } finally {
+      await local.close();
+    }
+  }, 120_000);
+});
