@@ -142,3 +142,50 @@ export class UpstreamError extends TypedEvalError {
     super(message);
   }
 }
+
+/** A remote endpoint that could not be reached, timed out, or gave no usable answer. */
+export class UpstreamUnavailableError extends TypedEvalError {
+  readonly status = 502;
+  readonly code = "upstream_unavailable";
+}
+
+function messageOf(body: unknown, fallback: string): string {
+  if (body && typeof body === "object" && "detail" in body) {
+    const detail = (body as { detail: unknown }).detail;
+    if (typeof detail === "string") return detail;
+  }
+  if (typeof body === "string" && body.trim()) return body.slice(0, 500);
+  return fallback;
+}
+
+/**
+ * The error class for an upstream's error response, keeping its status,
+ * message, 422 detail and retry delay, so it can be passed on faithfully.
+ */
+export function errorFromResponse(status: number, body: unknown, retryAfterMs: number | undefined): TypedEvalError {
+  const message = messageOf(body, `upstream answered HTTP ${status}`);
+  switch (status) {
+    case 400:
+      return new BadRequestError(message);
+    case 401:
+      return new AuthenticationError(message);
+    case 403:
+      return new PermissionDeniedError(message);
+    case 404:
+      return new NotFoundError(message);
+    case 408:
+      return new RequestTimeoutError(message);
+    case 422: {
+      const detail = body && typeof body === "object" && Array.isArray((body as { detail?: unknown }).detail)
+        ? ((body as { detail: ValidationErrorItem[] }).detail)
+        : [{ loc: ["body"], msg: message, type: "value_error" }];
+      return new UnprocessableEntityError(detail);
+    }
+    case 429:
+      return new RateLimitError(message, retryAfterMs ?? 1000);
+    case 529:
+      return new OverloadedError(message, retryAfterMs ?? 1000);
+    default:
+      return new UpstreamError(status, message);
+  }
+}

@@ -197,6 +197,14 @@ class Walker {
     if (schema.discriminator) return this.tagged(schema.discriminator.propertyName, members, value, loc);
     const nonNull = members.filter((m) => m.type !== "null");
     if (value === null && nonNull.length < members.length) return;
+    if (nonNull.length > 1 && nonNull.every((m) => m.const !== undefined)) {
+      const allowed = nonNull.map((m) => m.const);
+      if (!allowed.includes(value)) {
+        const expected = listPhrase(allowed.map((v) => `'${String(v)}'`));
+        this.fail(loc, "literal_error", `Input should be ${expected}`, value, { expected });
+      }
+      return;
+    }
     // Optional[X]: report X's own errors, as pydantic does.
     const only = nonNull[0];
     if (nonNull.length === 1 && only) return this.walk(only, value, loc);

@@ -2,25 +2,30 @@
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
 import { askCommand } from "./ask.js";
+import { keysCommand } from "./keys.js";
 import { modelsCommand } from "./models.js";
+import { serveCommand } from "./serve.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
 import { EXIT } from "./exit.js";
 import { DownloadError } from "../models/download.js";
 import { RegistryError } from "../models/registry.js";
+import { AccountsError } from "../server/accounts.js";
 
 await yargs(hideBin(process.argv))
   .scriptName("typed-eval")
   .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
   .command(askCommand)
   .command(modelsCommand)
+  .command(serveCommand)
+  .command(keysCommand)
   .command(validateCommand)
   .command(openapiCommand)
   .demandCommand(1, "Name a command; see the list above.")
   .strict()
   .recommendCommands()
   .fail((msg, err, y) => {
-    if (err instanceof RegistryError || err instanceof DownloadError) {
+    if (err instanceof RegistryError || err instanceof DownloadError || err instanceof AccountsError) {
       process.stderr.write(`typed-eval: ${err.message}\n`);
       process.exit(EXIT.usage);
     }

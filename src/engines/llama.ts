@@ -256,7 +256,11 @@ export class LlamaEngine implements Engine {
     return out;
   }
 
+  private closed = false;
+
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     await this.context.dispose();
     await this.model.dispose();
     await this.llama.dispose();

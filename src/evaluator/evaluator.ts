@@ -19,6 +19,12 @@ export interface Evaluation {
 }
 
 export interface Evaluator {
+  /**
+   * Input tokens the request will bill, before evaluating it: exact for a
+   * local model (its tokenizer), estimated for a remote one. Throws the 422s a
+   * request over the token limits would get.
+   */
+  estimateInputTokens(request: SystemOneRequest): number;
   /** Answers every question of a valid request; throws a `TypedEvalError` for anything else. */
   evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation>;
   /** The names this evaluator accepts in `model`, for listings. */

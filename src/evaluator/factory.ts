@@ -5,6 +5,9 @@ import { pullModel, type Progress } from "../models/download.js";
 import { RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
 import { LocalEvaluator } from "./local.js";
 import { detectTemplate, TEMPLATES, type ChatTemplate } from "./prompt.js";
+import type { ModelEntry } from "../models/registry.js";
+import type { Evaluator } from "./evaluator.js";
+import { RemoteEvaluator } from "./remote.js";
 import { ModelRouter } from "./router.js";
 
 export interface OpenLocalOptions {
@@ -26,10 +29,45 @@ export interface OpenLocalOptions {
 /** The default context per sequence: enough for most states, without reserving a 32k KV cache per sequence. */
 export const DEFAULT_CONTEXT = 8192;
 
+/** A remote registry entry as an evaluator; its key comes from the environment variable the entry names. */
+export function remoteEvaluator(registry: ModelRegistry, entry: ModelEntry, retry?: Partial<import("../api/retry.js").RetryPolicy>): RemoteEvaluator {
+  const apiKey = entry.api_key_env ? process.env[entry.api_key_env] : undefined;
+  if (entry.api_key_env && !apiKey) {
+    throw new RegistryError(`model ${entry.name} reads its API key from $${entry.api_key_env}, which is not set`);
+  }
+  return new RemoteEvaluator({
+    baseUrl: entry.base_url as string,
+    apiKey,
+    model: entry.remote_model ?? entry.name,
+    metadata: registry.metadata(entry),
+    ...(retry ? { retry } : {}),
+  });
+}
+
+/** Opens every named model (local ones loaded, remote ones as clients) behind one router. */
+export async function openModels(names: readonly string[], options: Omit<OpenLocalOptions, "model">): Promise<ModelRouter> {
+  const { registry } = options;
+  const entries = [...new Set(names.map((n) => registry.resolve(n)))];
+  const routes: { names: string[]; evaluator: Evaluator }[] = [];
+  try {
+    for (const entry of entries) {
+      const evaluator = entry.engine === "remote" ? remoteEvaluator(registry, entry) : await openLocal(entry, options);
+      routes.push({ names: registry.namesOf(entry), evaluator });
+    }
+  } catch (error) {
+    await Promise.all(routes.map((r) => r.evaluator.close()));
+    throw error;
+  }
+  return new ModelRouter(routes);
+}
+
 /** Loads one registry model as an evaluator that accepts all its names. */
 export async function openLocalModel(options: OpenLocalOptions): Promise<ModelRouter> {
+  return openModels([options.model], options);
+}
+
+async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "model">): Promise<LocalEvaluator> {
   const { registry } = options;
-  const entry = registry.resolve(options.model);
   const file = options.modelPath ?? registry.modelFile(entry, options.modelsDir);
   if (!existsSync(file)) {
     if (options.modelPath) throw new RegistryError(`model file ${options.modelPath} does not exist`);
@@ -45,11 +83,10 @@ export async function openLocalModel(options: OpenLocalOptions): Promise<ModelRo
     ...(options.sequences ? { sequences: options.sequences } : {}),
   });
   const template: ChatTemplate = entry.template ? (TEMPLATES[entry.template] as ChatTemplate) : detectTemplate(engine.chatTemplate);
-  const evaluator = new LocalEvaluator(engine, {
+  return new LocalEvaluator(engine, {
     id: versionedId(entry),
     temperature: entry.temperature,
     template,
     metadata: registry.metadata(entry),
   });
-  return new ModelRouter([{ names: registry.namesOf(entry), evaluator }]);
 }

@@ -33,6 +33,8 @@ const thousands = (n: number) => n.toLocaleString("en-US");
 
 export class LocalEvaluator implements Evaluator {
   private readonly terminator: Token[];
+  /** Requests already tokenized (by `estimateInputTokens`), so `evaluate` does not tokenize twice. */
+  private readonly prepared = new WeakMap<SystemOneRequest, PreparedRequest>();
 
   constructor(
     private readonly engine: Engine,
@@ -59,6 +61,12 @@ export class LocalEvaluator implements Evaluator {
     const firsts = new Set(sequences.map((s) => s[0]));
     const single = sequences.every((s) => s.length === 1) && firsts.size === sequences.length;
     return single ? sequences : sequences.map((s) => [...s, ...this.terminator]);
+  }
+
+  estimateInputTokens(request: SystemOneRequest): number {
+    const prepared = this.prepare(request);
+    this.prepared.set(request, prepared);
+    return prepared.usage.input_tokens;
   }
 
   /** Tokenizes a request and checks it against the token limits; no model evaluation. */
@@ -112,7 +120,8 @@ export class LocalEvaluator implements Evaluator {
   }
 
   async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
-    const prepared = this.prepare(request);
+    const prepared = this.prepared.get(request) ?? this.prepare(request);
+    this.prepared.delete(request);
     const signal = options.signal;
     const results = await this.engine.score(prepared.prefix, prepared.tasks, signal ? { signal } : {});
     const answers: [string, Answer][] = [];

@@ -23,6 +23,11 @@ export class ModelRouter implements Evaluator {
     this.evaluators = [...new Set(routes.map((r) => r.evaluator))];
   }
 
+  /** The evaluator a name selects, if any. */
+  lookup(name: string): Evaluator | undefined {
+    return this.byName.get(name);
+  }
+
   /** All names accepted in `model`, sorted. */
   names(): string[] {
     return [...this.byName.keys()].sort();
@@ -32,7 +37,8 @@ export class ModelRouter implements Evaluator {
     return this.evaluators.flatMap((e) => e.models());
   }
 
-  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation> {
+  /** The evaluator a request's model names; a 422 listing the valid names when none. */
+  route(request: SystemOneRequest): Evaluator {
     const evaluator = this.byName.get(request.model);
     if (!evaluator) {
       const valid = this.names();
@@ -46,7 +52,15 @@ export class ModelRouter implements Evaluator {
         },
       ]);
     }
-    return evaluator.evaluate(request, options);
+    return evaluator;
+  }
+
+  estimateInputTokens(request: SystemOneRequest): number {
+    return this.route(request).estimateInputTokens(request);
+  }
+
+  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation> {
+    return this.route(request).evaluate(request, options);
   }
 
   async close(): Promise<void> {

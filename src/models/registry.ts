@@ -18,7 +18,9 @@ export const ModelEntry = Type.Object(
     version: Type.String({ description: "major.minor.patch" }),
     description: Type.String(),
     release_date: Type.String({ description: "YYYY-MM-DD" }),
-    engine: Type.Literal("llama"),
+    engine: Type.Union([Type.Literal("llama"), Type.Literal("remote")], {
+      description: "llama: embedded llama.cpp; remote: any /v1/systemone endpoint",
+    }),
     source: Type.Optional(
       Type.Object({
         uri: Type.String({ description: "hf://owner/repo/file.gguf or an https:// URL" }),
@@ -27,6 +29,9 @@ export const ModelEntry = Type.Object(
       }),
     ),
     path: Type.Optional(Type.String({ description: "A local GGUF file; relative to the registry file." })),
+    base_url: Type.Optional(Type.String({ description: "remote: the endpoint's base URL (without /v1/systemone)" })),
+    remote_model: Type.Optional(Type.String({ description: "remote: the model name to send; default this entry's name" })),
+    api_key_env: Type.Optional(Type.String({ description: "remote: the environment variable holding the endpoint's API key" })),
     context_size: Type.Integer({ minimum: 256 }),
     temperature: Type.Number({ description: "Calibration temperature for label probabilities." }),
     template: Type.Optional(Type.String({ description: "chatml, llama3, gemma or plain; default: detected from the GGUF." })),
@@ -58,7 +63,11 @@ function check(file: RegistryFile, origin: string): string[] {
     if (!/^\d+\.\d+\.\d+$/.test(m.version)) problems.push(`${at}: version "${m.version}" is not major.minor.patch`);
     if (!/^\d{4}-\d{2}-\d{2}$/.test(m.release_date)) problems.push(`${at}: release_date "${m.release_date}" is not YYYY-MM-DD`);
     if (!(m.temperature > 0 && Number.isFinite(m.temperature))) problems.push(`${at}: temperature must be positive`);
-    if (!m.source && !m.path) problems.push(`${at}: needs a source (uri and sha256) or a path`);
+    if (m.engine === "remote") {
+      if (!m.base_url || !/^https?:\/\/.+/.test(m.base_url)) problems.push(`${at}: a remote model needs base_url, an http(s) URL`);
+    } else if (!m.source && !m.path) {
+      problems.push(`${at}: needs a source (uri and sha256) or a path`);
+    }
     if (m.source && !/^[0-9a-f]{64}$/.test(m.source.sha256)) problems.push(`${at}: source.sha256 must be 64 lowercase hex digits`);
     if (m.source && !/^(hf:\/\/[^/]+\/[^/]+\/.+|https?:\/\/.+)$/.test(m.source.uri)) {
       problems.push(`${at}: source.uri "${m.source.uri}" is neither hf://owner/repo/file nor an http(s) URL`);

@@ -1,0 +1,41 @@
+import type { Argv, CommandModule } from "yargs";
+import { createKey } from "../server/accounts.js";
+
+/** The accounts file option shared by `serve` and `keys`. */
+export function accountsFileOption<T>(y: Argv<T>): Argv<T & { "accounts-file": string }> {
+  return y.option("accounts-file", {
+    type: "string",
+    default: process.env["TYPED_EVAL_ACCOUNTS_FILE"] ?? "accounts.json",
+    describe: "accounts and key hashes ($TYPED_EVAL_ACCOUNTS_FILE)",
+  }) as Argv<T & { "accounts-file": string }>;
+}
+
+interface CreateArgs {
+  account: string;
+  models: string[];
+  "accounts-file": string;
+}
+
+const createCommand: CommandModule<object, CreateArgs> = {
+  command: "create",
+  describe: "Create an API key for an account (created if new); prints the key once",
+  builder: (y) =>
+    accountsFileOption(y)
+      .option("account", { type: "string", demandOption: true, describe: "account name" })
+      .option("models", { type: "array", string: true, default: [] as string[], describe: "models the account may use (default: all, or unchanged)" }),
+  handler: (args) => {
+    const key = createKey(args["accounts-file"], args.account, args.models);
+    process.stdout.write(`${key}\n`);
+    process.stderr.write(
+      `Created a key for account ${args.account} in ${args["accounts-file"]} (only its SHA-256 is stored). Keep it now: it cannot be shown again.\n`,
+    );
+  },
+};
+
+/** `typed-eval keys create`. */
+export const keysCommand: CommandModule = {
+  command: "keys <command>",
+  describe: "Manage API keys of the server's accounts",
+  builder: (y) => y.command(createCommand).demandCommand(1),
+  handler: () => undefined,
+};

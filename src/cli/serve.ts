@@ -1,0 +1,84 @@
+import { existsSync } from "node:fs";
+import type { CommandModule } from "yargs";
+import { openModels } from "../evaluator/factory.js";
+import { createLogger } from "../logging/logger.js";
+import { ModelRegistry } from "../models/registry.js";
+import { AccountStore } from "../server/accounts.js";
+import { startServer } from "../server/serve.js";
+import { EXIT } from "./exit.js";
+import { withModelOptions, type ModelArgs } from "./model-options.js";
+import { accountsFileOption } from "./keys.js";
+import { progressBar } from "./progress.js";
+
+interface ServeArgs extends ModelArgs {
+  host: string;
+  port: number;
+  "accounts-file": string;
+  models: string[];
+  "max-queue": number;
+  "body-limit": number;
+  "shutdown-grace": number;
+  sequences: number | undefined;
+}
+
+/** `typed-eval serve`: the System One v1 HTTP API. */
+export const serveCommand: CommandModule<object, ServeArgs> = {
+  command: "serve",
+  describe: "Serve the System One v1 HTTP API (POST /v1/systemone, GET /v1/models)",
+  builder: (y) =>
+    withModelOptions(
+      accountsFileOption(y)
+        .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
+        .option("port", { type: "number", default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" })
+        .option("models", { type: "array", string: true, default: [] as string[], describe: "models to serve (names, aliases or versioned ids); default: --model" })
+        .option("max-queue", { type: "number", default: 64, describe: "requests in progress beyond which new ones get 529" })
+        .option("body-limit", { type: "number", default: 8 * 1024 * 1024, describe: "largest request body in bytes (413 beyond)" })
+        .option("shutdown-grace", { type: "number", default: 30_000, describe: "ms SIGTERM waits for in-flight requests" })
+        .option("sequences", { type: "number", describe: "requests a local model evaluates at once (default 4)" }),
+    ),
+  handler: async (args) => {
+    const logger = createLogger();
+    if (!existsSync(args["accounts-file"])) {
+      process.stderr.write(
+        `No accounts file at ${args["accounts-file"]}: the server needs at least one account.\nCreate one with: typed-eval keys create --account NAME --accounts-file ${args["accounts-file"]}\n`,
+      );
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    const accounts = AccountStore.load(args["accounts-file"]);
+    if (accounts.accounts.every((a) => a.keys.length === 0)) {
+      process.stderr.write(`${args["accounts-file"]} holds no API keys. Create one with: typed-eval keys create --account NAME\n`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    const registry = ModelRegistry.load({ file: args["models-file"] });
+    let bar: ReturnType<typeof progressBar> | undefined;
+    const evaluator = await openModels(args.models.length > 0 ? args.models : [args.model], {
+      registry,
+      modelPath: args["model-path"],
+      threads: args.threads,
+      contextSize: args["context-size"],
+      sequences: args.sequences,
+      onProgress: (done, total) => {
+        bar ??= progressBar("downloading model", "bytes");
+        bar.update(done, total);
+      },
+    });
+    bar?.finish();
+    const server = await startServer({
+      host: args.host,
+      port: args.port,
+      evaluator,
+      accounts,
+      logger,
+      maxQueue: args["max-queue"],
+      bodyLimit: args["body-limit"],
+      shutdownGraceMs: args["shutdown-grace"],
+    });
+    const stop = (signal: string) => {
+      void server.shutdown(signal).then(() => process.exit(EXIT.ok));
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+  },
+};

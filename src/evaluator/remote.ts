@@ -1,0 +1,120 @@
+/**
+ * An evaluator that calls any `/v1/systemone` endpoint: the hosted service,
+ * an SGLang deployment, another typed-eval server. It obeys the client retry
+ * convention of spec section 7, and refuses responses that break the
+ * contract: no answer is ever taken from an invalid response.
+ */
+import { errorFromResponse, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, type RetryPolicy } from "../api/retry.js";
+import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import { responseViolations } from "../api/consistency.js";
+import { validateResponseShape } from "../api/validate.js";
+import { isRetryableStatus } from "../api/errors.js";
+import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+
+export interface RemoteOptions {
+  /** Base URL, without `/v1/systemone`. */
+  baseUrl: string;
+  apiKey?: string | undefined;
+  /** The model name sent upstream; default: the request's own. */
+  model?: string | undefined;
+  /** Per attempt. Default 60 s. */
+  timeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Names listed for this evaluator. */
+  metadata?: ModelMetadata[];
+  /** Characters per token of the documented estimate (see `estimateInputTokens`). Default 4. */
+  charsPerToken?: number;
+  /** For tests: waiting and jitter. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  random?: () => number;
+}
+
+const USER_AGENT = "typed-eval/0.1 (remote evaluator)";
+
+function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    signal?.throwIfAborted();
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }, { once: true });
+  });
+}
+
+/** The outcome of one attempt: a response, or an error and whether to retry it. */
+type Attempt = { ok: true; response: SystemOneResponse } | { ok: false; error: TypedEvalError; retry: boolean; headers?: Headers };
+
+export class RemoteEvaluator implements Evaluator {
+  private readonly policy: RetryPolicy;
+  private readonly endpoint: string;
+
+  constructor(private readonly options: RemoteOptions) {
+    this.policy = { ...DEFAULT_RETRY, ...options.retry };
+    this.endpoint = `${options.baseUrl.replace(/\/+$/, "")}/v1/systemone`;
+  }
+
+  models(): ModelMetadata[] {
+    return this.options.metadata ?? [];
+  }
+
+  /**
+   * Input tokens a remote model will bill, estimated without its tokenizer:
+   * the characters of the state and questions as JSON, divided by 4
+   * (English text runs 3.5-4.5 characters per token for current BPE
+   * vocabularies; code and non-Latin text run fewer).
+   */
+  estimateInputTokens(request: SystemOneRequest): number {
+    const chars = JSON.stringify(request.state).length + JSON.stringify(request.questions).length;
+    return Math.ceil(chars / (this.options.charsPerToken ?? 4));
+  }
+
+  private async attempt(request: SystemOneRequest, retryCount: number, signal: AbortSignal | undefined): Promise<Attempt> {
+    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": USER_AGENT };
+    if (this.options.apiKey) headers["authorization"] = `Bearer ${this.options.apiKey}`;
+    if (retryCount > 0) headers["x-service-retry-count"] = String(retryCount);
+    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 60_000);
+    const body = JSON.stringify({ ...request, model: this.options.model ?? request.model });
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(this.endpoint, { method: "POST", headers, body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+      text = await res.text();
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      const why = timeout.aborted ? `no answer within ${this.options.timeoutMs ?? 60_000} ms` : (error as Error).cause ? String((error as { cause: unknown }).cause) : (error as Error).message;
+      return { ok: false, error: new UpstreamUnavailableError(`${this.endpoint}: ${why}`), retry: true };
+    }
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = text;
+    }
+    if (!res.ok) {
+      const error = errorFromResponse(res.status, json, serverDelayMs(res.headers));
+      return { ok: false, error, retry: isRetryableStatus(res.status), headers: res.headers };
+    }
+    const shape = validateResponseShape(json);
+    const problems = shape.ok ? responseViolations(request, shape.value) : shape.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`);
+    if (!shape.ok || problems.length > 0) {
+      const error = new UpstreamUnavailableError(`${this.endpoint} answered with an invalid response: ${problems.slice(0, 5).join("; ")}`);
+      return { ok: false, error, retry: true };
+    }
+    return { ok: true, response: shape.value };
+  }
+
+  async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+    const sleep = this.options.sleep ?? defaultSleep;
+    const first = options.retryCount ?? 0;
+    for (let attempt = 0; ; attempt++) {
+      const result = await this.attempt(request, first + attempt, options.signal);
+      if (result.ok) return { response: result.response };
+      if (!result.retry || attempt >= this.policy.maxRetries) throw result.error;
+      await sleep(retryDelayMs(attempt, result.headers, this.policy, this.options.random), options.signal);
+    }
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,234 @@
+/**
+ * The HTTP API of spec sections 4-8 on fastify: bearer auth, validation,
+ * per-account limits, a bounded queue, request ids, and JSON errors for
+ * everything. `buildServer` returns the app unstarted, so tests can `inject`.
+ */
+import { randomUUID } from "node:crypto";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import {
+  AuthenticationError,
+  BadRequestError,
+  InternalServerError,
+  MethodNotAllowedError,
+  NotFoundError,
+  OverloadedError,
+  PayloadTooLargeError,
+  PermissionDeniedError,
+  RateLimitError,
+  TypedEvalError,
+  UnprocessableEntityError,
+  UnsupportedMediaTypeError,
+  UpstreamUnavailableError,
+} from "../api/errors.js";
+import { buildOpenAPIDocument } from "../api/openapi.js";
+import type { ModelMetadataList, SystemOneRequest } from "../api/schema.js";
+import { validateRequest } from "../api/validate.js";
+import type { ModelRouter } from "../evaluator/router.js";
+import type { Logger } from "../logging/logger.js";
+import { limitsOf, type Account, type AccountStore } from "./accounts.js";
+import { parseJsonBody } from "./json.js";
+import { RateLimiter } from "./ratelimit.js";
+
+export interface ServerOptions {
+  evaluator: ModelRouter;
+  accounts: AccountStore;
+  logger: Logger;
+  limiter?: RateLimiter;
+  /** Largest request body in bytes. Default 8 MiB. */
+  bodyLimit?: number;
+  /** Requests evaluating or waiting beyond which new ones get 529. Default 64. */
+  maxQueue?: number;
+}
+
+/** What a request did, for its log line. */
+interface RequestInfo {
+  account?: string;
+  model?: string;
+  questions?: number;
+  inputTokens?: number;
+  retryCount?: string;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    info: RequestInfo;
+    account: Account | undefined;
+  }
+}
+
+const V1_ROUTES: Record<string, string> = { "/v1/systemone": "POST", "/v1/models": "GET" };
+const ALL_METHODS = ["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT", "OPTIONS"] as const;
+
+/** Maps fastify's own errors (parsing, content type, size) onto our error classes. */
+function fromFastifyError(error: FastifyError): TypedEvalError {
+  switch (error.code) {
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new UnsupportedMediaTypeError("Content-Type must be application/json");
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new PayloadTooLargeError(`${error.message}; split the request or send a smaller state`);
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new UnprocessableEntityError([{ type: "missing", loc: ["body"], msg: "Field required" }]);
+    default:
+      if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return new BadRequestError(error.message);
+      return new InternalServerError("internal error; the request id identifies it in the server log");
+  }
+}
+
+function bearerKey(header: string | undefined): string {
+  if (!header) throw new AuthenticationError("Missing API key: send the header `Authorization: Bearer <API key>`");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match) throw new AuthenticationError("Malformed Authorization header: expected `Bearer <API key>`");
+  return match[1] as string;
+}
+
+export function buildServer(options: ServerOptions): FastifyInstance {
+  const { evaluator, accounts, logger } = options;
+  const limiter = options.limiter ?? new RateLimiter();
+  const maxQueue = options.maxQueue ?? 64;
+  let inFlight = 0;
+  // Recent request time, for a 529's retry-after.
+  let averageMs = 1000;
+
+  const app = Fastify({
+    logger: false,
+    bodyLimit: options.bodyLimit ?? 8 * 1024 * 1024,
+    genReqId: () => `req_${randomUUID().replaceAll("-", "")}`,
+    return503OnClosing: true,
+  });
+  app.decorateRequest("info", null as unknown as RequestInfo);
+  app.decorateRequest("account", undefined);
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+
+  app.addHook("onRequest", async (request, reply) => {
+    request.info = {};
+    const retry = request.headers["x-service-retry-count"] ?? request.headers["x-typesafe-retry-count"];
+    if (typeof retry === "string") request.info.retryCount = retry;
+    reply.header("x-service-request-id", request.id).header("x-typesafe-request-id", request.id);
+    const route = request.routeOptions.url;
+    if (route !== undefined && V1_ROUTES[route] === request.method) {
+      const key = bearerKey(request.headers.authorization);
+      const account = accounts.authenticate(key);
+      if (!account) throw new AuthenticationError("Invalid API key");
+      request.account = account;
+      request.info.account = account.name;
+    }
+  });
+
+  // While closing, answers to requests in flight close their connection, so a drain does not wait on idle keep-alives.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_request, reply) => {
+    if (closing) reply.header("connection", "close");
+  });
+
+  app.addHook("onResponse", async (request, reply) => {
+    const ms = reply.elapsedTime;
+    if (request.routeOptions.url === "/v1/systemone" && reply.statusCode === 200) averageMs = 0.8 * averageMs + 0.2 * ms;
+    logger.info(
+      { requestId: request.id, method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(ms), ...request.info },
+      "request",
+    );
+  });
+
+  app.setErrorHandler((error: FastifyError | TypedEvalError, request: FastifyRequest, reply: FastifyReply) => {
+    if (reply.raw.destroyed) {
+      logger.info({ requestId: request.id }, "client went away before the answer");
+      return;
+    }
+    const mapped = error instanceof TypedEvalError ? error : fromFastifyError(error);
+    if (mapped.status >= 500) logger.error({ requestId: request.id, err: error }, "request failed");
+    return reply.code(mapped.status).headers(mapped.headers()).type("application/json").send(mapped.body());
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const error = new NotFoundError(`No route ${request.method} ${request.url.split("?")[0]}; the API serves POST /v1/systemone and GET /v1/models`);
+    return reply.code(404).type("application/json").send(error.body());
+  });
+
+  const allowed = (account: Account, model: string): boolean => {
+    if (account.models.includes("*")) return true;
+    const target = evaluator.lookup(model);
+    return account.models.some((name) => evaluator.lookup(name) === target);
+  };
+
+  app.post("/v1/systemone", async (request, reply) => {
+    const account = request.account as Account;
+    const checked = validateRequest(request.body);
+    if (!checked.ok) throw new UnprocessableEntityError(checked.errors);
+    const body: SystemOneRequest = checked.value;
+    request.info.model = body.model;
+    request.info.questions = Object.keys(body.questions).length;
+    evaluator.route(body); // unknown model: 422 before any other check
+    if (!allowed(account, body.model)) {
+      throw new PermissionDeniedError(`Account ${account.name} may not use model '${body.model}'`);
+    }
+    const tokens = evaluator.estimateInputTokens(body);
+    request.info.inputTokens = tokens;
+    const limits = limitsOf(account);
+    const admission = limiter.admit(account.name, limits, tokens);
+    if (!admission.ok) {
+      throw new RateLimitError(
+        `Rate limit of ${admission.limit} exceeded for account ${account.name}; retry in ${(admission.retryAfterMs / 1000).toFixed(1)} s`,
+        admission.retryAfterMs,
+      );
+    }
+    if (inFlight >= maxQueue) {
+      limiter.settle(account.name, tokens, 0);
+      throw new OverloadedError(`Server overloaded: ${inFlight} requests in progress; retry shortly`, averageMs);
+    }
+    inFlight++;
+    const abort = new AbortController();
+    // The response closes early only when the client goes away: stop spending on its request.
+    reply.raw.on("close", () => {
+      if (!reply.raw.writableFinished) abort.abort(new Error("client closed the connection"));
+    });
+    try {
+      const { response } = await evaluator.evaluate(body, {
+        signal: abort.signal,
+        ...(request.info.retryCount ? { retryCount: Number(request.info.retryCount) || 0 } : {}),
+      });
+      limiter.settle(account.name, tokens, response.usage.input_tokens);
+      request.info.inputTokens = response.usage.input_tokens;
+      return reply.send(response);
+    } catch (error) {
+      // An upstream that refuses this server's own credentials is a gateway failure, not the caller's.
+      if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
+        throw new UpstreamUnavailableError(`the upstream endpoint refused this server's credentials: ${error.message}`);
+      }
+      throw error;
+    } finally {
+      inFlight--;
+    }
+  });
+
+  app.get("/v1/models", async (request): Promise<ModelMetadataList> => {
+    const account = request.account as Account;
+    return { models: evaluator.models().filter((m) => allowed(account, m.name)) };
+  });
+
+  const openapi = buildOpenAPIDocument();
+  app.get("/openapi.json", async () => openapi);
+  app.get("/healthz", async () => ({ status: "ok", in_flight: inFlight }));
+
+  for (const [url, method] of Object.entries(V1_ROUTES)) {
+    const others = ALL_METHODS.filter((m) => m !== method && !(method === "GET" && m === "HEAD"));
+    app.route({
+      method: [...others],
+      url,
+      handler: async () => {
+        throw new MethodNotAllowedError(`${url} accepts ${method} only`, [method]);
+      },
+    });
+  }
+  return app;
+}
