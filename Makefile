@@ -4,11 +4,14 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NPM_STAMP := node_modules/.typed-eval-installed
 
-.PHONY: help install test typecheck unit eval bench build clean
+ACCOUNTS ?= accounts.json
+
+.PHONY: help install test typecheck unit eval serve bench build clean
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=...)"
 	@echo "make test    install dependencies, type-check, run the tests"
+	@echo "make serve   run the HTTP API on 127.0.0.1:8787 (creates a dev key on first run)"
 	@echo "make bench   run the benchmarks and print their ratios"
 	@echo "make build   compile TypeScript to dist/"
 
@@ -34,6 +37,11 @@ test: typecheck unit
 eval: $(NPM_STAMP)
 	@echo "make eval: the batch runner is not built yet (issue 5); nothing was run." >&2
 	@exit 2
+
+# First run: create a development account and print its key once.
+serve: $(NPM_STAMP)
+	@test -f $(ACCOUNTS) || { echo "No $(ACCOUNTS) yet: creating account 'dev'. Your API key (shown once):" >&2; ./bin/typed-eval.js keys create --account dev --accounts-file $(ACCOUNTS); }
+	./bin/typed-eval.js serve --accounts-file $(ACCOUNTS) $(ARGS)
 
 bench: $(NPM_STAMP)
 	npx tsx bench/run.ts $(BENCH)

@@ -33,8 +33,8 @@ export function testAccounts(): AccountStore {
 }
 
 /** Two real local models over one engine: "tiny" and "other", so that 403 paths have somewhere to point. */
-export async function testRouter(): Promise<{ router: ModelRouter; engine: LlamaEngine }> {
-  const engine = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 8192, sequences: 2 });
+export async function testRouter(threads?: number): Promise<{ router: ModelRouter; engine: LlamaEngine }> {
+  const engine = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 8192, sequences: 2, ...(threads ? { threads } : {}) });
   const template = detectTemplate(engine.chatTemplate);
   const meta = (name: string) => ({ name, description: `${name} test model`, release_date: "2026-11-21" });
   const tiny = new LocalEvaluator(engine, { id: "tiny-1.0.0", temperature: 1, template, metadata: [meta("tiny"), meta("tiny-latest")] });

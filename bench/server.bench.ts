@@ -1,0 +1,111 @@
+/**
+ * Server overhead: the same requests to the same tiny generated model, called
+ * directly on the evaluator and POSTed over loopback HTTP (keep-alive
+ * node:http client), interleaved; then requests/s at saturation with 16
+ * concurrent clients.
+ *
+ * Run twice: llama.cpp on 1 thread, so the HTTP work has a core of its own
+ * (the goal is judged here), and on both cores, where any work on the main
+ * thread stalls llama.cpp's spinning threads and shows as added latency.
+ */
+import { Agent, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { SystemOneRequest } from "../src/api/schema.js";
+import { buildServer } from "../src/server/app.js";
+import { createLogger } from "../src/logging/logger.js";
+import { RateLimiter } from "../src/server/ratelimit.js";
+import { KEYS, testAccounts, testRouter } from "../test/server/helpers.js";
+import type { Benchmark, Ratio } from "./harness.js";
+
+const N = Number(process.env["BENCH_REQUESTS"] ?? 400);
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+async function measure(threads: number) {
+  const { router } = await testRouter(threads);
+  const app = buildServer({ evaluator: router, accounts: testAccounts(), logger: createLogger({ level: "silent" }), limiter: new RateLimiter(), maxQueue: 1000 });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const port = (app.server.address() as AddressInfo).port;
+  const agent = new Agent({ keepAlive: true, maxSockets: 32 });
+  const requests: SystemOneRequest[] = Array.from({ length: 8 }, (_, i) => ({
+    state: { ticket: `Ticket ${i}: my order ${"never arrived ".repeat(1 + i)}` },
+    model: "tiny",
+    questions: { refund: { type: "noul" }, team: { type: "choice", criteria: { a: null, b: null, c: null } } },
+  }));
+  const post = (body: SystemOneRequest) =>
+    new Promise<void>((resolve, reject) => {
+      const req = httpRequest(
+        { host: "127.0.0.1", port, path: "/v1/systemone", method: "POST", agent, headers: { authorization: `Bearer ${KEYS.all}`, "content-type": "application/json" } },
+        (res) => {
+          let text = "";
+          res.on("data", (c: Buffer) => (text += c.toString()));
+          res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}: ${text}`))));
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify(body));
+    });
+  const timed = async (fn: () => Promise<unknown>) => {
+    const start = process.hrtime.bigint();
+    await fn();
+    return Number(process.hrtime.bigint() - start) / 1e6;
+  };
+  for (let i = 0; i < 20; i++) {
+    await router.evaluate(requests[i % 8]!);
+    await post(requests[i % 8]!);
+  }
+  const direct: number[] = [];
+  const http: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const body = requests[i % 8]!;
+    direct.push(await timed(() => router.evaluate(structuredClone(body))));
+    http.push(await timed(() => post(body)));
+  }
+  // Saturation: 16 clients, each sending its next request when the last answers.
+  const seconds = Number(process.env["BENCH_SATURATION_SECONDS"] ?? 10);
+  let done = 0;
+  const until = Date.now() + seconds * 1000;
+  const start = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: 16 }, async (_, c) => {
+      for (let i = c; Date.now() < until; i += 16) {
+        await post(requests[i % 8]!);
+        done++;
+      }
+    }),
+  );
+  const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
+  agent.destroy();
+  await app.close();
+  await router.close();
+  return {
+    p50: [percentile(direct, 50), percentile(http, 50)] as const,
+    p99: [percentile(direct, 99), percentile(http, 99)] as const,
+    rps: done / elapsed,
+  };
+}
+
+const benchmark: Benchmark = {
+  name: "server",
+  description: `HTTP server overhead over loopback, tiny generated model, ${N} requests per path`,
+  async run() {
+    const figures: Record<string, number> = {};
+    const ratios: Ratio[] = [];
+    for (const threads of [1, 2]) {
+      const m = await measure(threads);
+      const tag = `llama ${threads} thread${threads > 1 ? "s" : ""}`;
+      figures[`${tag}: direct p50 ms`] = m.p50[0];
+      figures[`${tag}: direct p99 ms`] = m.p99[0];
+      figures[`${tag}: HTTP p50 ms`] = m.p50[1];
+      figures[`${tag}: HTTP p99 ms`] = m.p99[1];
+      figures[`${tag}: added at p99 ms`] = m.p99[1] - m.p99[0];
+      figures[`${tag}: 16 clients, requests/s`] = m.rps;
+      ratios.push({ name: `${tag}: added at p50 (ms)`, value: m.p50[1] - m.p50[0], ...(threads === 1 ? { goal: { max: 2 } } : {}) });
+    }
+    return { figures, ratios };
+  },
+};
+export default benchmark;

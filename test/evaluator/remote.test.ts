@@ -1,0 +1,206 @@
+/** The remote evaluator against a scripted upstream over real HTTP, and typed-eval fronting typed-eval. */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  AuthenticationError,
+  OverloadedError,
+  RateLimitError,
+  UnprocessableEntityError,
+  UpstreamError,
+  UpstreamUnavailableError,
+} from "../../src/api/errors.js";
+import type { SystemOneRequest, SystemOneResponse } from "../../src/api/schema.js";
+import { RemoteEvaluator } from "../../src/evaluator/remote.js";
+import { ModelRouter } from "../../src/evaluator/router.js";
+import { buildServer } from "../../src/server/app.js";
+import { call, KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.js";
+
+type Step = (req: IncomingMessage, res: ServerResponse, body: string) => void;
+
+/** An upstream that plays one scripted step per request, then answers correctly. */
+let script: Step[] = [];
+const seen: { headers: IncomingMessage["headers"]; body: unknown }[] = [];
+let upstream: Server;
+let base: string;
+
+const request: SystemOneRequest = { state: "s", model: "up-model", questions: { q: { type: "noul" }, c: { type: "choice", criteria: { a: null, b: null } } } };
+const valid: SystemOneResponse = {
+  model: "upstream-3.1.4",
+  answers: { q: { type: "noul", noul: 0.7 }, c: { type: "choice", choice: "b", probabilities: { a: 0.25, b: 0.75 }, confidence: 0.5 } },
+  usage: { input_tokens: 42, output_tokens: 2 },
+};
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => {
+  res.writeHead(status, { "content-type": "application/json", ...headers });
+  res.end(JSON.stringify(body));
+};
+const reset: Step = (req) => req.socket.destroy();
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      seen.push({ headers: req.headers, body: body ? JSON.parse(body) : undefined });
+      const step = script.shift() ?? json(200, valid);
+      step(req, res, body);
+    });
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+});
+
+afterAll(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
+
+/** A remote evaluator that records its waits instead of sleeping. */
+function remote(maxRetries = 2) {
+  const waits: number[] = [];
+  const evaluator = new RemoteEvaluator({
+    baseUrl: `${base}/`,
+    apiKey: "upstream-key",
+    model: "their-model",
+    timeoutMs: 2_000,
+    retry: { maxRetries },
+    random: () => 0,
+    sleep: async (ms) => void waits.push(ms),
+  });
+  return { evaluator, waits };
+}
+
+function run(steps: Step[]) {
+  script = [...steps];
+  seen.length = 0;
+}
+
+describe("RemoteEvaluator", () => {
+  it("posts to /v1/systemone with the key and the upstream model name, and returns a valid answer", async () => {
+    run([]);
+    const { evaluator } = remote();
+    const { response } = await evaluator.evaluate(request);
+    expect(response).toEqual(valid);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.headers["authorization"]).toBe("Bearer upstream-key");
+    expect(seen[0]!.headers["x-service-retry-count"]).toBeUndefined();
+    expect(seen[0]!.body).toMatchObject({ model: "their-model", state: "s" });
+  });
+
+  it("retries 429 after retry-after-ms, then retry-after, sending X-Service-Retry-Count", async () => {
+    run([json(429, { detail: "slow" }, { "retry-after-ms": "1234" }), json(429, { detail: "slow" }, { "retry-after": "3" })]);
+    const { evaluator, waits } = remote();
+    await evaluator.evaluate(request);
+    expect(waits).toEqual([1234, 3000]);
+    expect(seen.map((s) => s.headers["x-service-retry-count"])).toEqual([undefined, "1", "2"]);
+  });
+
+  it("backs off exponentially on 429 without headers, 529, 500 and connection resets", async () => {
+    run([json(429, {}), json(529, { detail: "busy" })]);
+    const a = remote();
+    await a.evaluator.evaluate(request);
+    expect(a.waits).toEqual([500, 1000]);
+    run([json(500, { detail: "boom" }), reset]);
+    const b = remote();
+    await b.evaluator.evaluate(request);
+    expect(b.waits).toEqual([500, 1000]);
+  });
+
+  it("ignores a server delay above 60 s in favour of backoff", async () => {
+    run([json(429, {}, { "retry-after-ms": "120000" })]);
+    const { evaluator, waits } = remote();
+    await evaluator.evaluate(request);
+    expect(waits).toEqual([500]);
+  });
+
+  it("gives up after the retries with the last error, keeping its retry delay", async () => {
+    run([json(429, {}, { "retry-after-ms": "10" }), json(429, {}, { "retry-after-ms": "20" }), json(429, { detail: "still" }, { "retry-after-ms": "30" })]);
+    const error = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitError);
+    expect((error as RateLimitError).retryAfterMs).toBe(30);
+    run([json(529, {}), json(529, {}), json(529, {})]);
+    expect(await remote().evaluator.evaluate(request).catch((e: unknown) => e)).toBeInstanceOf(OverloadedError);
+    run([json(503, {}), json(503, {}), json(503, {})]);
+    const server = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    expect(server).toBeInstanceOf(UpstreamError);
+    expect((server as UpstreamError).status).toBe(503);
+  });
+
+  it("never retries 400, 401, 403, 404 or 422, and passes their details on", async () => {
+    const detail = [{ loc: ["body", "questions", "q"], msg: "bad", type: "union_tag_invalid" }];
+    run([json(422, { detail })]);
+    const error = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UnprocessableEntityError);
+    expect((error as UnprocessableEntityError).detail).toEqual(detail);
+    expect(seen).toHaveLength(1);
+    for (const status of [400, 401, 403, 404]) {
+      run([json(status, { detail: `no ${status}` })]);
+      const e = await remote().evaluator.evaluate(request).catch((x: unknown) => x);
+      expect((e as { status: number }).status).toBe(status);
+      expect(seen).toHaveLength(1);
+    }
+    run([json(401, { detail: "bad key" })]);
+    expect(await remote().evaluator.evaluate(request).catch((e: unknown) => e)).toBeInstanceOf(AuthenticationError);
+  });
+
+  it("refuses answers from responses that break the contract, and retries them", async () => {
+    const missing = { ...valid, answers: { q: valid.answers["q"] } };
+    const wrongType = { ...valid, answers: { ...valid.answers, q: { type: "score", score: 1 } } };
+    const truncated: Step = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"model": "x", "answers": {');
+    };
+    const outside = { ...valid, answers: { ...valid.answers, c: { type: "choice", choice: "z", probabilities: { a: 0.5, z: 0.5 }, confidence: 0 } } };
+    run([json(200, missing), json(200, wrongType), truncated]);
+    const error = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UpstreamUnavailableError);
+    expect((error as Error).message).toMatch(/invalid response/);
+    run([json(200, outside)]);
+    const a = remote();
+    expect((await a.evaluator.evaluate(request)).response).toEqual(valid);
+    expect(a.waits).toHaveLength(1);
+  });
+
+  it("reports an unreachable endpoint as UpstreamUnavailableError after its retries", async () => {
+    const waits: number[] = [];
+    const evaluator = new RemoteEvaluator({ baseUrl: "http://127.0.0.1:9", retry: { maxRetries: 1 }, random: () => 0, sleep: async (ms) => void waits.push(ms) });
+    const error = await evaluator.evaluate(request).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UpstreamUnavailableError);
+    expect(waits).toEqual([500]);
+  });
+});
+
+describe("typed-eval fronting another typed-eval server", () => {
+  it("answers through the remote, and passes the upstream's 4xx on faithfully", async () => {
+    const { router: localRouter } = await testRouter();
+    const inner = buildServer({ evaluator: localRouter, accounts: testAccounts(), logger: memoryLogger().logger });
+    await inner.listen({ host: "127.0.0.1", port: 0 });
+    const innerUrl = `http://127.0.0.1:${(inner.server.address() as AddressInfo).port}`;
+    const front = (key: string) =>
+      buildServer({
+        evaluator: new ModelRouter([{ names: ["relay"], evaluator: new RemoteEvaluator({ baseUrl: innerUrl, apiKey: key, model: "tiny", retry: { maxRetries: 0 } }) }]),
+        accounts: testAccounts(),
+        logger: memoryLogger().logger,
+      });
+    const outer = front(KEYS.all);
+    try {
+      const body = { state: "hello", model: "relay", questions: { q: { type: "noul" } } };
+      const ok = await call(outer, "inject", "POST", "/v1/systemone", { body });
+      expect(ok.status).toBe(200);
+      expect((ok.json as SystemOneResponse).model).toBe("tiny-1.0.0");
+      // The inner server refuses a 40k-token question with its own 422: passed through as is.
+      const huge = { ...body, state: "z".repeat(40_000) };
+      const refused = await call(outer, "inject", "POST", "/v1/systemone", { body: huge });
+      expect(refused.status).toBe(422);
+      expect((refused.json as { detail: { loc: unknown[] }[] }).detail[0]!.loc).toEqual(["body", "questions", "q"]);
+      // Upstream refusing this server's own key is a gateway failure (502), not the caller's 401.
+      const badFront = front("te_wrong");
+      const gateway = await call(badFront, "inject", "POST", "/v1/systemone", { body });
+      expect(gateway.status).toBe(502);
+      expect(gateway.json).toMatchObject({ type: "upstream_unavailable" });
+      await badFront.close();
+    } finally {
+      await outer.close();
+      await inner.close();
+      await localRouter.close();
+    }
+  }, 60_000);
+});
