@@ -251,3 +251,33 @@ describe("logging", () => {
     for (const key of Object.values(KEYS)) expect(everything).not.toContain(key);
   });
 });
+
+describe("answers over HTTP", () => {
+  it("obey consistency rules 1-5 for a varied set of requests on the real engine", async () => {
+    const states: SystemOneRequest["state"][] = ["", "plain text ✓ with unicode", { nested: { list: [1, { a: null }] } }, [1, "two", [3]], "x".repeat(3000)];
+    const questionSets: SystemOneRequest["questions"][] = [
+      { only: { type: "noul" } },
+      { yes: { type: "noul", criteria: { true: { obj: 1 }, false: ["arr"] } }, lvl: { type: "score", criteria: ["one"] } },
+      { many: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`opt ${i}`, i % 2 ? null : { d: i }])) } },
+      // JSON.parse, unlike an object literal, makes "__proto__" an own key: a question name like any other.
+      JSON.parse(
+        `{"__proto__": {"type": "score", "criteria": ${JSON.stringify(Array.from({ length: 10 }, (_, k) => ({ level: k })))}},` +
+          ` "constructor": {"type": "choice", "criteria": {"1": null, "10": "ten", "b": null, "__proto__": null}}}`,
+      ) as SystemOneRequest["questions"],
+    ];
+    let checked = 0;
+    for (const state of states) {
+      for (const questions of questionSets) {
+        const body = { state, model: "tiny-latest", questions };
+        const r = await call(app, "inject", "POST", "/v1/systemone", { raw: JSON.stringify(body) });
+        expect(r.status).toBe(200);
+        const parsed = JSON.parse(JSON.stringify(body)) as SystemOneRequest;
+        const response = r.json as SystemOneResponse;
+        expect(responseViolations(parsed, response)).toEqual([]);
+        expect(Object.keys(response.answers).sort()).toEqual(Object.keys(questions).sort());
+        checked++;
+      }
+    }
+    expect(checked).toBe(20);
+  }, 120_000);
+});
