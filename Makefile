@@ -9,7 +9,7 @@ ACCOUNTS ?= accounts.json
 .PHONY: help install test typecheck unit eval serve bench build clean
 
 help:
-	@echo "make eval    run the main job (DATA=... JOB=... OUT=...)"
+	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
 	@echo "make test    install dependencies, type-check, run the tests"
 	@echo "make serve   run the HTTP API on 127.0.0.1:8787 (creates a dev key on first run)"
 	@echo "make bench   run the benchmarks and print their ratios"
@@ -34,9 +34,13 @@ unit: $(NPM_STAMP)
 
 test: typecheck unit
 
+# The main job: the bundled ticket-triage example unless DATA/JOB/OUT say otherwise.
+# The default model downloads on first use; offline, set MODEL_PATH to a local GGUF.
+DATA ?= examples/data/tickets.jsonl
+JOB ?= jobs/support-triage.json
+OUT ?= out/eval.jsonl
 eval: $(NPM_STAMP)
-	@echo "make eval: the batch runner is not built yet (issue 5); nothing was run." >&2
-	@exit 2
+	./bin/typed-eval.js run $(DATA) --job $(JOB) --output $(OUT) $(if $(MODEL_PATH),--model-path $(MODEL_PATH)) $(ARGS)
 
 # First run: create a development account and print its key once.
 serve: $(NPM_STAMP)

@@ -2,6 +2,9 @@
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
 import { askCommand } from "./ask.js";
+import { estimateCommand } from "./estimate.js";
+import { runCommand } from "./run.js";
+import { usageCommand } from "./usage.js";
 import { keysCommand } from "./keys.js";
 import { modelsCommand } from "./models.js";
 import { serveCommand } from "./serve.js";
@@ -15,6 +18,9 @@ import { AccountsError } from "../server/accounts.js";
 await yargs(hideBin(process.argv))
   .scriptName("typed-eval")
   .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
+  .command(runCommand)
+  .command(estimateCommand)
+  .command(usageCommand)
   .command(askCommand)
   .command(modelsCommand)
   .command(serveCommand)

@@ -1,0 +1,177 @@
+import { createHash } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { basename, dirname, resolve } from "node:path";
+import type { Argv, CommandModule } from "yargs";
+import { TypedEvalError } from "../api/errors.js";
+import type { Evaluator } from "../evaluator/evaluator.js";
+import { RemoteEvaluator } from "../evaluator/remote.js";
+import { createLogger, type Logger } from "../logging/logger.js";
+import { ModelRegistry, RegistryError } from "../models/registry.js";
+import { estimateJob, describeEstimate } from "../runner/estimate.js";
+import { JobError, loadJob, type Job } from "../runner/job.js";
+import { RunLimiter } from "../runner/limiter.js";
+import { localTarget, type OutputTarget } from "../runner/outputs.js";
+import { parseShard, type Shard } from "../runner/records.js";
+import { runJob } from "../runner/run.js";
+import { isS3, openS3Source, s3Target } from "../runner/s3.js";
+import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
+import { describe as describeUsage } from "../runner/usage.js";
+import { EXIT } from "./exit.js";
+import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+import { progressBar } from "./progress.js";
+
+export interface JobArgs extends ModelArgs {
+  input: string;
+  job: string;
+  format: Format | undefined;
+  "base-url": string | undefined;
+  "api-key-env": string;
+  rpm: number;
+  tps: number;
+  concurrency: number | undefined;
+  shard: string | undefined;
+  price: number | undefined;
+}
+
+interface RunArgs extends JobArgs {
+  output: string | undefined;
+  "output-format": Format | undefined;
+  errors: string | undefined;
+  journal: string | undefined;
+  "dry-run": boolean;
+  "max-retries": number;
+}
+
+/** Options shared by `run` and `estimate`. */
+export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
+  return withModelOptions(
+    y
+      .positional("input", { type: "string", demandOption: true, describe: "JSONL or CSV (optionally .gz): a path, - for stdin, s3://bucket/key or s3://bucket/prefix/" })
+      .option("job", { alias: "j", type: "string", demandOption: true, describe: "job file (questions, model, state and id fields)" })
+      .option("format", { choices: ["jsonl", "csv"] as const, describe: "input format (default: from the extension; stdin: jsonl)" })
+      .option("base-url", { type: "string", default: process.env["TYPED_EVAL_BASE_URL"], describe: "a remote /v1/systemone endpoint instead of the embedded model ($TYPED_EVAL_BASE_URL)" })
+      .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
+      .option("rpm", { type: "number", default: 1200, describe: "requests per minute allowed" })
+      .option("tps", { type: "number", default: 250_000, describe: "input tokens per second allowed" })
+      .option("concurrency", { type: "number", describe: "requests in flight (default: 4 embedded, 32 remote)" })
+      .option("shard", { type: "string", describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
+      .option("price", { type: "number", describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" }),
+  ) as Argv<T & JobArgs>;
+}
+
+/** What `run` and `estimate` both set up: job, source, evaluator, price, shard. */
+export async function prepareJob(args: JobArgs, logger: Logger) {
+  const job: Job = loadJob(args.job);
+  if (args.model !== "default") job.model = args.model;
+  const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
+  const format = formatOf(args.input, args.format);
+  const source: Source = isS3(args.input) ? await openS3Source(args.input, format) : openLocalSource(args.input, format);
+  const registry = ModelRegistry.load({ file: args["models-file"] });
+  const entry = registry.find(job.model);
+  let evaluator: Evaluator;
+  if (args["base-url"]) {
+    const apiKey = process.env[args["api-key-env"]];
+    if (!apiKey) logger.warn({ env: args["api-key-env"] }, `$${args["api-key-env"]} is not set: sending requests without an API key`);
+    evaluator = new RemoteEvaluator({ baseUrl: args["base-url"], apiKey, retry: { maxRetries: 0 } });
+  } else {
+    if (!entry) throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
+    evaluator = await openModelFromArgs({ ...args, model: job.model });
+  }
+  const price = args.price ?? entry?.price_per_million_input_tokens ?? 0.042;
+  const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
+  return { job, shard, format, source, evaluator, price, concurrency };
+}
+
+/** The journal's default place: beside a path output, else in .typed-eval/ under a name unique to the job. */
+function defaultJournal(args: RunArgs, output: string): string {
+  if (output !== "-" && !isS3(output)) return `${output}.journal`;
+  const key = createHash("sha256").update(JSON.stringify([resolve(args.job), args.input, output, args.shard ?? ""])).digest("hex").slice(0, 16);
+  mkdirSync(".typed-eval", { recursive: true });
+  return `.typed-eval/journal-${key}.jsonl`;
+}
+
+function target(location: string): OutputTarget {
+  return isS3(location) ? s3Target(location) : localTarget(location);
+}
+
+/** `typed-eval run`: the batch job. */
+export const runCommand: CommandModule<object, RunArgs> = {
+  command: "run <input>",
+  describe: "Answer a job's questions for every record of a JSONL or CSV input; resumable",
+  builder: (y) =>
+    withJobOptions(y)
+      .option("output", { alias: "o", type: "string", describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)" })
+      .option("output-format", { choices: ["jsonl", "csv"] as const, describe: "answers format (default: from the output's extension)" })
+      .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
+      .option("journal", { type: "string", describe: "the resumable run state (default: <output>.journal)" })
+      .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
+      .option("max-retries", { type: "number", default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }),
+  handler: async (args) => {
+    const logger = createLogger();
+    try {
+      const { job, shard, source, evaluator, price, concurrency } = await prepareJob(args, logger);
+      if (args["dry-run"]) {
+        const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });
+        process.stdout.write(`${describeEstimate(estimate)}\n`);
+        await evaluator.close();
+        return;
+      }
+      const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv)(\.gz)?$/i, "");
+      const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
+      if (output !== "-" && !isS3(output)) mkdirSync(dirname(resolve(output)), { recursive: true });
+      const answersFormat = formatOf(output, args["output-format"]);
+      const sidecar = output === "-" ? "typed-eval" : output;
+      const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
+      const journalPath = args.journal ?? defaultJournal(args, output);
+      const bar = process.stderr.isTTY ? progressBar("records", "bytes") : undefined;
+      let lastLog = 0;
+      const result = await runJob({
+        job,
+        jobName: args.job,
+        source,
+        evaluator,
+        journalPath,
+        answers: { target: target(output), format: answersFormat },
+        errors: target(errorsPath),
+        usage: output === "-" ? undefined : target(`${output}.usage.json`),
+        limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps, concurrency }),
+        concurrency,
+        shard,
+        pricePerMillion: price,
+        maxRetries: args["max-retries"],
+        logger,
+        onProgress: (p) => {
+          const note = `${p.read} read, ${p.answered} answered, ${p.failed} failed, ${p.resumed} resumed, ${p.inputTokens.toLocaleString("en-US")} tokens, $${p.costUsd.toFixed(4)}`;
+          if (bar) bar.update(p.bytes, p.totalBytes, note);
+          else if (Date.now() - lastLog > 10_000) {
+            lastLog = Date.now();
+            logger.info({ progress: p }, note);
+          }
+        },
+      });
+      bar?.finish();
+      await evaluator.close();
+      if (result.aborted) {
+        process.stderr.write(`typed-eval: aborted: ${result.aborted}\nFinished records are kept in ${journalPath}; fix the cause and rerun the same command to resume.\n`);
+        process.exitCode = EXIT.aborted;
+        return;
+      }
+      process.stderr.write(`${describeUsage(result.summary)}\n`);
+      process.stderr.write(`answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}\n`);
+      process.exitCode = result.exitCode;
+    } catch (error) {
+      if (error instanceof JobError || error instanceof SourceError || error instanceof RegistryError) {
+        process.stderr.write(`typed-eval: ${error.message}\n`);
+        process.exitCode = EXIT.usage;
+        return;
+      }
+      if (error instanceof TypedEvalError) {
+        process.stderr.write(`typed-eval: ${error.message}\n`);
+        process.exitCode = EXIT.aborted;
+        return;
+      }
+      throw error;
+    }
+  },
+};
+

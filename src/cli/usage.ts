@@ -1,0 +1,57 @@
+import { readFileSync } from "node:fs";
+import type { CommandModule } from "yargs";
+import { isSummary, mergeSummaries, type UsageSummary } from "../runner/usage.js";
+import { EXIT } from "./exit.js";
+
+interface UsageArgs {
+  files: string[];
+  project: number | undefined;
+  json: boolean;
+}
+
+/** `typed-eval usage`: totals of any number of usage summaries (shards, nights), per-1,000 cost and a projection. */
+export const usageCommand: CommandModule<object, UsageArgs> = {
+  command: "usage <files..>",
+  describe: "Merge usage summaries (*.usage.json) into totals, cost per 1,000 records and a projection",
+  builder: (y) =>
+    y
+      .positional("files", { type: "string", array: true, demandOption: true, describe: "usage summary files" })
+      .option("project", { type: "number", describe: "project the cost of this many records from what these runs used" })
+      .option("json", { type: "boolean", default: false, describe: "print JSON" }),
+  handler: (args) => {
+    const summaries: UsageSummary[] = [];
+    for (const file of args.files) {
+      let json: unknown;
+      try {
+        json = JSON.parse(readFileSync(file, "utf8"));
+      } catch (error) {
+        process.stderr.write(`typed-eval: cannot read ${file}: ${(error as Error).message}\n`);
+        process.exitCode = EXIT.usage;
+        return;
+      }
+      if (!isSummary(json)) {
+        process.stderr.write(`typed-eval: ${file} is not a typed-eval usage summary\n`);
+        process.exitCode = EXIT.usage;
+        return;
+      }
+      summaries.push(json);
+    }
+    const merged = mergeSummaries(summaries, args.project);
+    if (args.json) {
+      process.stdout.write(`${JSON.stringify(merged, null, 2)}\n`);
+      return;
+    }
+    const t = merged.totals;
+    const lines = [
+      `${merged.files} summaries, model${merged.models.length > 1 ? "s" : ""} ${merged.models.join(", ")}`,
+      `records:   ${t.records.read.toLocaleString("en-US")} read, ${t.records.answered.toLocaleString("en-US")} answered, ${t.records.failed} failed, ${t.records.deduplicated} deduplicated`,
+      `requests:  ${t.requests.sent.toLocaleString("en-US")} (${t.requests.retries} retries, ${t.requests.rate_limited} rate-limited)`,
+      `tokens:    ${t.tokens.input.toLocaleString("en-US")} input, ${t.tokens.output.toLocaleString("en-US")} output`,
+      `cost:      $${t.cost_usd.toFixed(4)}; $${merged.cost_per_1000_records.toFixed(4)} per 1,000 records; ${merged.input_tokens_per_record.toFixed(1)} input tokens per record`,
+    ];
+    if (merged.projection) {
+      lines.push(`projected: ${merged.projection.records.toLocaleString("en-US")} records -> ${merged.projection.input_tokens.toLocaleString("en-US")} input tokens, $${merged.projection.cost_usd.toFixed(2)}`);
+    }
+    process.stdout.write(`${lines.join("\n")}\n`);
+  },
+};

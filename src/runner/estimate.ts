@@ -1,0 +1,87 @@
+/**
+ * `typed-eval estimate` and `run --dry-run`: read the input, build every
+ * request, count tokens (exactly with a local model's tokenizer; for remote
+ * models the documented approximation of RemoteEvaluator), and report
+ * requests, tokens, cost and the time the limits allow. No model is called.
+ */
+import { validateRequest } from "../api/validate.js";
+import type { Evaluator } from "../evaluator/evaluator.js";
+import { RemoteEvaluator } from "../evaluator/remote.js";
+import type { Job } from "./job.js";
+import { buildRequest, inShard, requestHash, type Shard } from "./records.js";
+import type { Source } from "./sources.js";
+import { costOf } from "./usage.js";
+
+export interface Estimate {
+  records: number;
+  invalid: number;
+  otherShards: number;
+  requests: number;
+  duplicates: number;
+  inputTokens: number;
+  costUsd: number;
+  /** Seconds the rate limits allow at best. */
+  seconds: number;
+  exact: boolean;
+}
+
+export interface EstimateOptions {
+  job: Job;
+  source: Source;
+  evaluator: Evaluator;
+  shard?: Shard | undefined;
+  price: number;
+  rpm: number;
+  tps: number;
+}
+
+export async function estimateJob(options: EstimateOptions): Promise<Estimate> {
+  const { job, source, evaluator } = options;
+  const seen = new Set<string>();
+  const exact = !(evaluator instanceof RemoteEvaluator);
+  const e: Estimate = { records: 0, invalid: 0, otherShards: 0, requests: 0, duplicates: 0, inputTokens: 0, costUsd: 0, seconds: 0, exact };
+  for await (const item of source.items) {
+    e.records++;
+    if ("error" in item) {
+      if (inShard(options.shard, String(item.line))) e.invalid++;
+      else e.otherShards++;
+      continue;
+    }
+    const built = buildRequest(job, item.record, item.line);
+    if (!inShard(options.shard, built.id)) {
+      e.otherShards++;
+      continue;
+    }
+    const checked = built.ok ? validateRequest(built.request) : undefined;
+    if (!checked?.ok) {
+      e.invalid++;
+      continue;
+    }
+    const hash = requestHash(checked.value);
+    if (seen.has(hash)) {
+      e.duplicates++;
+      continue;
+    }
+    seen.add(hash);
+    try {
+      e.inputTokens += evaluator.estimateInputTokens(checked.value);
+      e.requests++;
+    } catch {
+      e.invalid++;
+    }
+  }
+  e.costUsd = costOf(e.inputTokens, options.price);
+  e.seconds = Math.max((e.requests / options.rpm) * 60, e.inputTokens / options.tps);
+  return e;
+}
+
+export function describeEstimate(e: Estimate): string {
+  const time = e.seconds < 120 ? `${e.seconds.toFixed(1)} s` : `${(e.seconds / 60).toFixed(1)} min`;
+  return [
+    `records:        ${e.records.toLocaleString("en-US")}${e.otherShards ? ` (${e.otherShards.toLocaleString("en-US")} in other shards)` : ""}`,
+    `requests:       ${e.requests.toLocaleString("en-US")} (${e.duplicates.toLocaleString("en-US")} duplicates sent once, ${e.invalid.toLocaleString("en-US")} invalid records)`,
+    `input tokens:   ${e.inputTokens.toLocaleString("en-US")} (${e.exact ? "exact, the model's tokenizer" : "approximate: characters / 4"})`,
+    `cost:           $${e.costUsd.toFixed(4)}`,
+    `time at limits: ${time} at best`,
+  ].join("\n");
+}

@@ -1,0 +1,86 @@
+/**
+ * Job files: a question set, the model, and how a record becomes a request.
+ * Checked in full before any record is read; every problem is reported.
+ *
+ * ```json
+ * {
+ *   "model": "default",
+ *   "state": "ticket.body",          // a field or dotted path; omit for the whole record
+ *   "id": "ticket_id",               // a field; omit to use the line number
+ *   "keep": ["customer", "created"], // record fields copied to the output
+ *   "questions": { "urgent": { "type": "noul", "instructions": "..." } }
+ * }
+ * ```
+ */
+import { readFileSync } from "node:fs";
+import { Type, type Static } from "@sinclair/typebox";
+import { SystemOneRequest } from "../api/schema.js";
+import { validateAgainst, validateRequest } from "../api/validate.js";
+
+const JobSchema = Type.Object(
+  {
+    description: Type.Optional(Type.String()),
+    model: Type.Optional(Type.String()),
+    state: Type.Optional(Type.String({ description: "Field or dotted path of the state; omit for the whole record." })),
+    id: Type.Optional(Type.String({ description: "Field holding the record id; omit for the line number." })),
+    keep: Type.Optional(Type.Array(Type.String(), { description: "Record fields copied into each output row." })),
+    questions: SystemOneRequest.properties.questions,
+  },
+  // Unknown fields are reported by parseJob, which names the known ones.
+  { additionalProperties: true },
+);
+
+export type Job = Static<typeof JobSchema> & { model: string };
+
+export class JobError extends Error {
+  override name = "JobError";
+}
+
+/** Checks a parsed job file; `origin` names it in messages. */
+export function parseJob(json: unknown, origin: string): Job {
+  const problems: string[] = [];
+  const result = validateAgainst<Static<typeof JobSchema>>(JobSchema, json, []);
+  if (!result.ok) {
+    for (const e of result.errors) {
+      const where = e.loc.length > 0 ? e.loc.join(".") : "(top level)";
+      problems.push(`${where}: ${e.msg}`);
+    }
+  }
+  if (json && typeof json === "object" && !Array.isArray(json)) {
+    const known = new Set(Object.keys(JobSchema.properties));
+    for (const key of Object.keys(json)) {
+      if (!known.has(key)) problems.push(`${key}: unknown field; a job file has ${[...known].join(", ")}`);
+    }
+  }
+  if (problems.length === 0 && result.ok) {
+    // The questions must also make a valid request (the same checks the API applies).
+    const probe = validateRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
+    if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
+    for (const path of [result.value.state, result.value.id, ...(result.value.keep ?? [])]) {
+      if (path !== undefined && (path === "" || path.split(".").some((p) => p === ""))) problems.push(`"${path}" is not a field name or dotted path`);
+    }
+  }
+  if (problems.length > 0) {
+    const list = [...new Set(problems)];
+    throw new JobError(`${origin}: ${list.length} problem${list.length > 1 ? "s" : ""}:\n  ${list.join("\n  ")}`);
+  }
+  const job = result.ok ? result.value : (json as Static<typeof JobSchema>);
+  return { ...job, model: job.model ?? "default" };
+}
+
+/** Reads and checks a job file. */
+export function loadJob(path: string): Job {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new JobError(`cannot read job file ${path}: ${(error as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new JobError(`${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  return parseJob(json, path);
+}

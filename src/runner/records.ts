@@ -1,0 +1,65 @@
+/** From a record to a request: the state by field or dotted path, the id, kept fields, the shard. */
+import { createHash } from "node:crypto";
+import type { SystemOneRequest } from "../api/schema.js";
+import type { Job } from "./job.js";
+
+/** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
+export function valueAt(record: unknown, path: string): unknown {
+  let node = record;
+  for (const part of path.split(".")) {
+    if (node === null || typeof node !== "object") return undefined;
+    node = Array.isArray(node) ? node[Number(part)] : Object.hasOwn(node, part) ? (node as Record<string, unknown>)[part] : undefined;
+  }
+  return node;
+}
+
+export type Built =
+  | { ok: true; request: SystemOneRequest; id: string; keep: Record<string, unknown> }
+  | { ok: false; id: string; message: string };
+
+/** Builds a record's request; a missing or unusable state is an error that names the field. */
+export function buildRequest(job: Job, record: unknown, line: number): Built {
+  let id = String(line);
+  if (job.id !== undefined) {
+    const value = valueAt(record, job.id);
+    if (value === undefined || value === null || value === "") return { ok: false, id, message: `record has no id field "${job.id}"` };
+    id = typeof value === "string" ? value : JSON.stringify(value);
+  }
+  let state = job.state === undefined ? record : valueAt(record, job.state);
+  if (state === undefined) return { ok: false, id, message: `record has no state field "${job.state}"` };
+  if (state === null) return { ok: false, id, message: `state field "${job.state ?? "(record)"}" is null` };
+  // The API takes text, objects and arrays: numbers and booleans are sent as their text.
+  if (typeof state === "number" || typeof state === "boolean") state = String(state);
+  const keep = Object.fromEntries((job.keep ?? []).map((field) => [field, valueAt(record, field) ?? null]));
+  return { ok: true, id, keep, request: { state: state as SystemOneRequest["state"], model: job.model, questions: job.questions } };
+}
+
+/** A request's identity: identical requests (same state, model and questions) have the same hash. */
+export function requestHash(request: SystemOneRequest): string {
+  return createHash("sha256").update(JSON.stringify([request.model, request.state, request.questions])).digest("hex");
+}
+
+export interface Shard {
+  index: number;
+  count: number;
+}
+
+/** Parses `i/n` (1 <= i <= n). */
+export function parseShard(text: string): Shard {
+  const match = /^(\d+)\/(\d+)$/.exec(text.trim());
+  const index = Number(match?.[1]);
+  const count = Number(match?.[2]);
+  if (!match || count < 1 || index < 1 || index > count) throw new Error(`--shard must be i/n with 1 <= i <= n, got "${text}"`);
+  return { index, count };
+}
+
+/** Whether a record belongs to a shard: FNV-1a of its key (id or line number) modulo the shard count. */
+export function inShard(shard: Shard | undefined, key: string): boolean {
+  if (!shard || shard.count === 1) return true;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % shard.count === shard.index - 1;
+}

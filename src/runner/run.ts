@@ -1,0 +1,309 @@
+/**
+ * The batch job: stream records, turn each into a request, skip what an
+ * earlier run finished, send identical requests once, pace every attempt
+ * through the limiter, journal each finished record, then write the outputs
+ * and the usage summary from the journal.
+ */
+import pLimit from "p-limit";
+import {
+  AuthenticationError,
+  OverloadedError,
+  PermissionDeniedError,
+  RateLimitError,
+  RequestTimeoutError,
+  TypedEvalError,
+  UpstreamError,
+  UpstreamUnavailableError,
+} from "../api/errors.js";
+import { backoffMs, DEFAULT_RETRY } from "../api/retry.js";
+import type { Answer, SystemOneRequest, Usage } from "../api/schema.js";
+import { validateRequest } from "../api/validate.js";
+import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
+import type { Logger } from "../logging/logger.js";
+import type { Job } from "./job.js";
+import { Journal, type AnswerEntry, type ErrorEntry } from "./journal.js";
+import type { RunLimiter } from "./limiter.js";
+import { writeOutputs, type OutputTarget } from "./outputs.js";
+import { buildRequest, inShard, requestHash, type Shard } from "./records.js";
+import type { Format, Source, SourceItem } from "./sources.js";
+import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
+
+export interface RunProgress {
+  read: number;
+  answered: number;
+  failed: number;
+  resumed: number;
+  inputTokens: number;
+  costUsd: number;
+  bytes: number;
+  totalBytes: number | undefined;
+}
+
+export interface RunOptions {
+  job: Job;
+  jobName?: string;
+  source: Source;
+  evaluator: Evaluator;
+  journalPath: string;
+  answers: { target: OutputTarget; format: Format };
+  errors: OutputTarget;
+  /** Where the usage summary JSON goes, if anywhere. */
+  usage?: OutputTarget | undefined;
+  limiter: RunLimiter;
+  concurrency: number;
+  shard?: Shard | undefined;
+  pricePerMillion: number;
+  /** Attempts per record beyond the first, for 408, 429, 5xx and unreachable upstreams. */
+  maxRetries?: number;
+  /** Responses kept for identical requests later in the run. */
+  dedupCache?: number;
+  logger: Logger;
+  onProgress?: (progress: RunProgress) => void;
+}
+
+export interface RunResult {
+  summary: UsageSummary;
+  /** 0 all answered, 1 some failed, 3 aborted and resumable. */
+  exitCode: 0 | 1 | 3;
+  aborted?: string;
+}
+
+/** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
+class AbortRun extends Error {
+  override name = "AbortRun";
+}
+
+type Outcome = { ok: true; evaluation: Evaluation } | { ok: false; error: ErrorEntry["type"]; status: number; message: string };
+
+/** A bounded map that forgets the oldest entries. */
+class Lru<K, V> {
+  private readonly map = new Map<K, V>();
+  constructor(private readonly capacity: number) {}
+  get(key: K): V | undefined {
+    const value = this.map.get(key);
+    if (value !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, value);
+    }
+    return value;
+  }
+  set(key: K, value: V): void {
+    this.map.delete(key);
+    this.map.set(key, value);
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as K);
+  }
+}
+
+export async function runJob(options: RunOptions): Promise<RunResult> {
+  const { job, source, evaluator, limiter, logger } = options;
+  const maxRetries = options.maxRetries ?? 6;
+  const started = Date.now();
+  const { journal, done, runs } = await Journal.open(options.journalPath);
+  const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
+  const abort = new AbortController();
+  const inFlight = new Map<string, Promise<Outcome>>();
+  const answered = new Lru<string, { seq: number; model: string; answers: Record<string, Answer> }>(options.dedupCache ?? 50_000);
+
+  const report = () =>
+    options.onProgress?.({
+      read: stats.read,
+      answered: stats.answered,
+      failed: stats.failed,
+      resumed: stats.resumed,
+      inputTokens: stats.inputTokens,
+      costUsd: costOf(stats.inputTokens + stats.wastedInput, options.pricePerMillion),
+      bytes: source.progress().bytes,
+      totalBytes: source.progress().total,
+    });
+
+  const fail = (item: { seq: number; line: number; source: string }, id: string, status: number, type: string, message: string, h?: string) => {
+    const entry: ErrorEntry = { k: "error", seq: item.seq, line: item.line, source: item.source, id, status, type, message, ...(h ? { h } : {}) };
+    journal.append(entry);
+    stats.failed++;
+  };
+
+  /** One request, with retries; every attempt goes through the limiter. */
+  const send = async (request: SystemOneRequest, estimate: number): Promise<Outcome> => {
+    for (let attempt = 0; ; attempt++) {
+      abort.signal.throwIfAborted();
+      try {
+        const evaluation = await limiter.schedule(estimate, () => {
+          stats.requests++;
+          if (attempt > 0) stats.retries++;
+          return evaluator.evaluate(request, { retryCount: attempt, signal: abort.signal });
+        });
+        await limiter.settle(estimate, evaluation.response.usage.input_tokens);
+        return { ok: true, evaluation };
+      } catch (error) {
+        if (abort.signal.aborted) throw abort.signal.reason;
+        if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
+          throw new AbortRun(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
+        }
+        const typed = error instanceof TypedEvalError ? error : undefined;
+        const retryable = !!typed && typed.retryable;
+        if (!retryable || attempt >= maxRetries) {
+          if (error instanceof UpstreamUnavailableError && !error.message.includes("invalid response")) {
+            throw new AbortRun(`the endpoint is unreachable (${error.message})`);
+          }
+          return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
+        }
+        if (error instanceof RateLimitError || error instanceof OverloadedError) {
+          // Slow the whole run down rather than retrying in lockstep.
+          if (error instanceof RateLimitError) stats.rateLimited++;
+          else stats.overloaded++;
+          limiter.pause(error.retryAfterMs > 0 && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs ? error.retryAfterMs : backoffMs(attempt));
+        } else {
+          if (error instanceof UpstreamError || error instanceof RequestTimeoutError) stats.wastedInput += estimate;
+          await new Promise((resolve) => setTimeout(resolve, backoffMs(attempt)));
+        }
+      }
+    }
+  };
+
+  const processItem = async (item: SourceItem): Promise<void> => {
+    stats.read++;
+    if ("error" in item) {
+      if (!inShard(options.shard, String(item.line))) return void stats.otherShards++;
+      return fail(item, String(item.line), 0, "invalid_record", `line ${item.line}: ${item.error}`);
+    }
+    const built = buildRequest(job, item.record, item.line);
+    if (!inShard(options.shard, built.id)) return void stats.otherShards++;
+    if (!built.ok) return fail(item, built.id, 0, "invalid_record", `line ${item.line}: ${built.message}`);
+    const checked = validateRequest(built.request);
+    if (!checked.ok) {
+      const detail = checked.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("; ");
+      return fail(item, built.id, 422, "validation_error", `line ${item.line}: ${detail}`);
+    }
+    const request = checked.value;
+    const hash = requestHash(request);
+    const h = hash.slice(0, 16);
+    if (done.has(item.seq, h)) return void stats.resumed++;
+    const base = { seq: item.seq, line: item.line, source: item.source, id: built.id, h, ...(job.keep ? { keep: built.keep } : {}) };
+    const zero: Usage = { input_tokens: 0, output_tokens: 0 };
+
+    const earlier = answered.get(hash);
+    if (earlier) {
+      journal.append({ k: "answer", ...base, model: earlier.model, answers: earlier.answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
+      stats.answered++;
+      return;
+    }
+    const pending = inFlight.get(hash);
+    if (pending) {
+      const outcome = await pending;
+      if (!outcome.ok) return fail(item, built.id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
+      const first = answered.get(hash);
+      journal.append({ k: "answer", ...base, model: outcome.evaluation.response.model, answers: outcome.evaluation.response.answers, usage: zero, ...(first ? { dedup_of: first.seq } : {}) });
+      stats.answered++;
+      return;
+    }
+    let estimate: number;
+    try {
+      estimate = evaluator.estimateInputTokens(request);
+    } catch (error) {
+      const typed = error instanceof TypedEvalError ? error : undefined;
+      return fail(item, built.id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
+    }
+    const attempt = send(request, estimate);
+    inFlight.set(hash, attempt);
+    try {
+      const outcome = await attempt;
+      if (!outcome.ok) return fail(item, built.id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
+      const { response, labelMass } = outcome.evaluation;
+      journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });
+      answered.set(hash, { seq: item.seq, model: response.model, answers: response.answers });
+      stats.answered++;
+      stats.inputTokens += response.usage.input_tokens;
+    } finally {
+      inFlight.delete(hash);
+    }
+  };
+
+  // Records are read only as fast as they are processed: at most 2 x concurrency in hand.
+  const limit = pLimit(options.concurrency);
+  const slots = options.concurrency * 2;
+  let freed: (() => void) | undefined;
+  let aborted: string | undefined;
+  const tasks = new Set<Promise<void>>();
+  const timer = setInterval(report, 500);
+  try {
+    for await (const item of source.items) {
+      if (aborted) break;
+      while (limit.activeCount + limit.pendingCount >= slots) await new Promise<void>((resolve) => (freed = resolve));
+      const task = limit(() => processItem(item))
+        .catch((error: unknown) => {
+          if (error instanceof AbortRun) {
+            aborted ??= error.message;
+            abort.abort(error);
+          } else if (!abort.signal.aborted) {
+            aborted ??= `internal error: ${(error as Error).message}`;
+            abort.abort(error);
+            logger.error({ err: error }, "record processing failed");
+          }
+        })
+        .finally(() => {
+          tasks.delete(task);
+          freed?.();
+        });
+      tasks.add(task);
+    }
+    await Promise.all(tasks);
+  } catch (error) {
+    // The source itself failed (a CSV syntax error, a gzip error): stop, keep what finished.
+    aborted ??= (error as Error).message;
+    abort.abort(error);
+    await Promise.allSettled(tasks);
+  } finally {
+    clearInterval(timer);
+    report();
+  }
+
+  const seconds = (Date.now() - started) / 1000;
+  journal.append({
+    k: "run",
+    started: new Date(started).toISOString(),
+    seconds,
+    requests: stats.requests,
+    retries: stats.retries,
+    rate_limited: stats.rateLimited,
+    overloaded: stats.overloaded,
+    wasted_input_tokens: stats.wastedInput,
+  });
+  journal.close();
+  await limiter.stop();
+
+  const summary = emptySummary(job.model, options.pricePerMillion);
+  if (options.jobName) summary.job = options.jobName;
+  summary.input = source.name;
+  summary.output = options.answers.target.describe;
+  summary.records.read = stats.read;
+  summary.records.resumed = stats.resumed;
+  summary.records.other_shards = stats.otherShards;
+  for (const run of [...runs, { seconds, requests: stats.requests, retries: stats.retries, rate_limited: stats.rateLimited, overloaded: stats.overloaded, wasted_input_tokens: stats.wastedInput }]) {
+    summary.requests.sent += run.requests;
+    summary.requests.retries += run.retries;
+    summary.requests.rate_limited += run.rate_limited;
+    summary.requests.overloaded += run.overloaded;
+    summary.tokens.wasted_input += run.wasted_input_tokens;
+    summary.seconds += run.seconds;
+  }
+  if (aborted) {
+    // Outputs are not written for an aborted run: they would look complete. The journal keeps the work.
+    summary.records.answered = stats.answered + stats.resumed;
+    summary.records.failed = stats.failed;
+    summary.tokens.input = stats.inputTokens;
+    return { summary: finish(summary), exitCode: 3, aborted };
+  }
+  const written = await writeOutputs(options.journalPath, job, options.answers, options.errors);
+  summary.records.answered = written.answered;
+  summary.records.failed = written.failed;
+  summary.records.deduplicated = written.deduplicated;
+  summary.tokens.input = written.inputTokens;
+  summary.tokens.output = written.outputTokens;
+  finish(summary);
+  if (options.usage) {
+    const out = options.usage.open();
+    out.stream.write(`${JSON.stringify(summary, null, 2)}\n`);
+    await out.commit();
+  }
+  return { summary, exitCode: written.failed > 0 ? 1 : 0 };
+}

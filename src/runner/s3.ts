@@ -1,0 +1,114 @@
+/**
+ * S3 inputs and outputs. `s3://bucket/key` reads one object;
+ * `s3://bucket/prefix/` reads every object under the prefix in key order,
+ * as one stream of records. Outputs are streamed by multipart upload
+ * (lib-storage `Upload`, 5 MiB parts, parts discarded on error).
+ *
+ * The client follows the AWS SDK's own configuration (environment, profile);
+ * `AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`) points it at any
+ * S3-compatible server, with path-style addressing.
+ */
+import { PassThrough, type Readable } from "node:stream";
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import type { OutputTarget } from "./outputs.js";
+import { itemsOf, SourceError, type Format, type Source, type SourceItem } from "./sources.js";
+
+export function isS3(location: string): boolean {
+  return location.startsWith("s3://");
+}
+
+export function parseS3(location: string): { bucket: string; key: string } {
+  const match = /^s3:\/\/([^/]+)\/?(.*)$/.exec(location);
+  if (!match || !match[1]) throw new SourceError(`not an S3 location: ${location} (expected s3://bucket/key)`);
+  return { bucket: match[1], key: match[2] ?? "" };
+}
+
+let shared: S3Client | undefined;
+
+/** The S3 client, configured from the environment. */
+export function s3Client(): S3Client {
+  const endpoint = process.env["AWS_ENDPOINT_URL_S3"] ?? process.env["AWS_ENDPOINT_URL"];
+  shared ??= new S3Client({
+    ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
+    region: process.env["AWS_REGION"] ?? process.env["AWS_DEFAULT_REGION"] ?? "us-east-1",
+  });
+  return shared;
+}
+
+async function keysUnder(client: S3Client, bucket: string, prefix: string): Promise<{ key: string; size: number }[]> {
+  const keys: { key: string; size: number }[] = [];
+  let token: string | undefined;
+  do {
+    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    for (const o of page.Contents ?? []) if (o.Key && !o.Key.endsWith("/")) keys.push({ key: o.Key, size: o.Size ?? 0 });
+    token = page.IsTruncated ? page.NextContinuationToken : undefined;
+  } while (token);
+  return keys.sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+/** Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. */
+export async function openS3Source(location: string, format: Format, client: S3Client = s3Client()): Promise<Source> {
+  const { bucket, key } = parseS3(location);
+  let objects: { key: string; size: number }[];
+  try {
+    if (key === "" || key.endsWith("/")) {
+      objects = await keysUnder(client, bucket, key);
+      if (objects.length === 0) throw new SourceError(`no objects under ${location}`);
+    } else {
+      const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+      objects = [{ key, size: head.ContentLength ?? 0 }];
+    }
+  } catch (error) {
+    if (error instanceof SourceError) throw error;
+    const e = error as Error & { name: string };
+    throw new SourceError(`cannot read ${location}: ${e.name === "NotFound" || e.name === "NoSuchKey" ? "no such key" : e.message}`);
+  }
+  const counter = { bytes: 0 };
+  const total = objects.reduce((sum, o) => sum + o.size, 0);
+  async function* items(): AsyncGenerator<SourceItem> {
+    let seq = 0;
+    for (const object of objects) {
+      const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }));
+      const body = got.Body as Readable;
+      body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
+      const name = `s3://${bucket}/${object.key}`;
+      try {
+        for await (const item of itemsOf(body, format, name, seq)) {
+          seq = item.seq + 1;
+          yield item;
+        }
+      } finally {
+        // An unconsumed body holds its socket: the client hangs after 50.
+        body.destroy();
+      }
+    }
+  }
+  return { name: location, items: items(), progress: () => ({ bytes: counter.bytes, total }) };
+}
+
+/** An output streamed to S3 by multipart upload; nothing is left behind if it fails. */
+export function s3Target(location: string, client: S3Client = s3Client()): OutputTarget {
+  const { bucket, key } = parseS3(location);
+  if (!key || key.endsWith("/")) throw new SourceError(`an S3 output needs a key, not a prefix: ${location}`);
+  return {
+    describe: location,
+    open: () => {
+      const stream = new PassThrough();
+      const upload = new Upload({ client, params: { Bucket: bucket, Key: key, Body: stream }, leavePartsOnError: false, partSize: 5 * 1024 * 1024 });
+      const done = upload.done();
+      done.catch(() => undefined);
+      return {
+        stream,
+        commit: async () => {
+          stream.end();
+          await done;
+        },
+        abort: async () => {
+          await upload.abort().catch(() => undefined);
+          stream.destroy();
+        },
+      };
+    },
+  };
+}

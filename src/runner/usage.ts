@@ -1,0 +1,123 @@
+/**
+ * Usage summaries: what a job read, answered, sent and spent. Written as
+ * `<output>.usage.json` and merged by `typed-eval usage` across shards and
+ * nights into totals, cost per 1,000 records and a projection.
+ */
+export interface UsageSummary {
+  /** Schema marker, so `usage` can refuse other JSON. */
+  kind: "typed-eval.usage";
+  job?: string;
+  input?: string;
+  output?: string;
+  model: string;
+  price_per_million_input_tokens: number;
+  records: {
+    read: number;
+    answered: number;
+    failed: number;
+    /** Answered by copying an identical request's answers (paid once). */
+    deduplicated: number;
+    /** Answered by an earlier run of the same job and kept. */
+    resumed: number;
+    /** Left to other shards. */
+    other_shards: number;
+  };
+  requests: { sent: number; retries: number; rate_limited: number; overloaded: number };
+  tokens: { input: number; output: number; wasted_input: number };
+  cost_usd: number;
+  seconds: number;
+  records_per_second: number;
+  tokens_per_second: number;
+}
+
+export function emptySummary(model: string, price: number): UsageSummary {
+  return {
+    kind: "typed-eval.usage",
+    model,
+    price_per_million_input_tokens: price,
+    records: { read: 0, answered: 0, failed: 0, deduplicated: 0, resumed: 0, other_shards: 0 },
+    requests: { sent: 0, retries: 0, rate_limited: 0, overloaded: 0 },
+    tokens: { input: 0, output: 0, wasted_input: 0 },
+    cost_usd: 0,
+    seconds: 0,
+    records_per_second: 0,
+    tokens_per_second: 0,
+  };
+}
+
+/** Cost of input tokens at a price per million (output tokens are free). */
+export function costOf(inputTokens: number, pricePerMillion: number): number {
+  return (inputTokens * pricePerMillion) / 1_000_000;
+}
+
+/** Fills the derived fields (cost, rates) from the counts. */
+export function finish(summary: UsageSummary): UsageSummary {
+  // Paid tokens: those of kept answers plus those of attempts that were sent and lost.
+  summary.cost_usd = costOf(summary.tokens.input + summary.tokens.wasted_input, summary.price_per_million_input_tokens);
+  const done = summary.records.answered + summary.records.failed;
+  summary.records_per_second = summary.seconds > 0 ? done / summary.seconds : 0;
+  summary.tokens_per_second = summary.seconds > 0 ? summary.tokens.input / summary.seconds : 0;
+  return summary;
+}
+
+function money(usd: number): string {
+  return usd < 0.01 ? `$${usd.toFixed(6)}` : `$${usd.toFixed(2)}`;
+}
+
+/** One line for people at the end of a run. */
+export function describe(s: UsageSummary): string {
+  const r = s.records;
+  return (
+    `${r.read.toLocaleString("en-US")} records: ${r.answered.toLocaleString("en-US")} answered` +
+    ` (${r.deduplicated} deduplicated, ${r.resumed} from an earlier run), ${r.failed} failed` +
+    (r.other_shards ? `, ${r.other_shards} left to other shards` : "") +
+    `; ${s.requests.sent} requests (${s.requests.retries} retries, ${s.requests.rate_limited} rate-limited)` +
+    `; ${s.tokens.input.toLocaleString("en-US")} input tokens; ${money(s.cost_usd)}` +
+    `; ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`
+  );
+}
+
+/** Whether JSON is a usage summary. */
+export function isSummary(json: unknown): json is UsageSummary {
+  return !!json && typeof json === "object" && (json as { kind?: unknown }).kind === "typed-eval.usage";
+}
+
+export interface MergedUsage {
+  files: number;
+  models: string[];
+  totals: UsageSummary;
+  cost_per_1000_records: number;
+  input_tokens_per_record: number;
+  projection?: { records: number; input_tokens: number; cost_usd: number };
+}
+
+/** Adds summaries together; the projection scales what past runs really used per answered record. */
+export function mergeSummaries(summaries: readonly UsageSummary[], projectRecords?: number): MergedUsage {
+  const first = summaries[0];
+  const totals = emptySummary(first?.model ?? "", first?.price_per_million_input_tokens ?? 0);
+  let cost = 0;
+  for (const s of summaries) {
+    for (const key of Object.keys(totals.records) as (keyof UsageSummary["records"])[]) totals.records[key] += s.records[key];
+    for (const key of Object.keys(totals.requests) as (keyof UsageSummary["requests"])[]) totals.requests[key] += s.requests[key];
+    for (const key of Object.keys(totals.tokens) as (keyof UsageSummary["tokens"])[]) totals.tokens[key] += s.tokens[key];
+    totals.seconds += s.seconds;
+    cost += s.cost_usd;
+  }
+  finish(totals);
+  // Summaries may carry different prices: the total is the sum of their costs.
+  totals.cost_usd = cost;
+  const answered = totals.records.answered;
+  const perRecordCost = answered > 0 ? cost / answered : 0;
+  const perRecordTokens = answered > 0 ? totals.tokens.input / answered : 0;
+  const merged: MergedUsage = {
+    files: summaries.length,
+    models: [...new Set(summaries.map((s) => s.model))],
+    totals,
+    cost_per_1000_records: perRecordCost * 1000,
+    input_tokens_per_record: perRecordTokens,
+  };
+  if (projectRecords !== undefined) {
+    merged.projection = { records: projectRecords, input_tokens: Math.round(perRecordTokens * projectRecords), cost_usd: perRecordCost * projectRecords };
+  }
+  return merged;
+}
