@@ -17,6 +17,7 @@ import { isS3, openS3Source, s3Target } from "../runner/s3.js";
 import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT } from "./exit.js";
+import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
 
@@ -61,6 +62,8 @@ export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
 
 /** What `run` and `estimate` both set up: job, source, evaluator, price, shard. */
 export async function prepareJob(args: JobArgs, logger: Logger) {
+  // yargs turns a lone "-" into "": both mean stdin.
+  if (isStdin(args.input)) args.input = "-";
   const job: Job = loadJob(args.job);
   if (args.model !== "default") job.model = args.model;
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
@@ -116,6 +119,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         await evaluator.close();
         return;
       }
+      if (args.output === "") args.output = "-";
       const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv)(\.gz)?$/i, "");
       const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
       if (output !== "-" && !isS3(output)) mkdirSync(dirname(resolve(output)), { recursive: true });

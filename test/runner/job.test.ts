@@ -1,0 +1,53 @@
+import { describe, expect, it } from "vitest";
+import { JobError, loadJob, parseJob } from "../../src/runner/job.js";
+
+describe("job files", () => {
+  it("load the bundled examples", () => {
+    expect(loadJob("jobs/support-triage.json")).toMatchObject({ model: "default", state: "ticket", id: "ticket_id" });
+    expect(Object.keys(loadJob("jobs/review-rating.json").questions)).toEqual(["sentiment", "topic", "needs_reply"]);
+  });
+
+  it("default the model and leave state and id to the whole record and line number", () => {
+    const job = parseJob({ questions: { q: { type: "noul" } } }, "j.json");
+    expect(job.model).toBe("default");
+    expect(job.state).toBeUndefined();
+    expect(job.id).toBeUndefined();
+  });
+
+  it("report every mistake of a job file at once, naming the field", () => {
+    let message = "";
+    try {
+      parseJob(
+        {
+          model: 3,
+          state: "",
+          keep: "customer",
+          questions: { a: { type: "choice" }, b: { type: "score", criteria: [] }, c: { type: "maybe" } },
+          outputs: [],
+        },
+        "bad.json",
+      );
+    } catch (error) {
+      expect(error).toBeInstanceOf(JobError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/^bad\.json: \d+ problems:/);
+    for (const part of [
+      "model: Input should be a valid string",
+      "keep: Input should be a valid list",
+      "questions.a.choice.criteria: Field required",
+      "questions.b.score.criteria: List should have at least 1 item",
+      "questions.c: Input tag 'maybe'",
+      "outputs: unknown field",
+    ]) {
+      expect(message).toContain(part);
+    }
+  });
+
+  it("refuse empty questions, a dotted path with an empty part, and files that are not JSON", () => {
+    expect(() => parseJob({ questions: {} }, "j")).toThrow(/questions: Dictionary should have at least 1 item/);
+    expect(() => parseJob({ state: "a..b", questions: { q: { type: "noul" } } }, "j")).toThrow(/"a\.\.b" is not a field name/);
+    expect(() => loadJob("package-lock.json.missing")).toThrow(/cannot read job file/);
+    expect(() => loadJob("README.md")).toThrow(/is not valid JSON/);
+  });
+});

@@ -1,0 +1,232 @@
+/** The batch runner end to end through the CLI, on the tiny generated model. */
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import { parse } from "csv-parse/sync";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { SystemOneResponse } from "../../src/api/schema.js";
+import type { UsageSummary } from "../../src/runner/usage.js";
+import { generatedModel, TINY } from "../support/models.js";
+
+const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
+let modelPath: string;
+let dir: string;
+
+beforeAll(() => {
+  modelPath = generatedModel(TINY);
+  dir = mkdtempSync(join(tmpdir(), "te-run-"));
+});
+
+function cli(args: string[], input?: string | Buffer) {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    input,
+    encoding: "utf8",
+    timeout: 120_000,
+    env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" },
+    cwd: dir,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function file(name: string, content: string | Buffer): string {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+}
+
+const job = {
+  state: "ticket.body",
+  id: "ticket_id",
+  keep: ["tier"],
+  questions: {
+    urgent: { type: "noul", instructions: "Is it urgent?" },
+    team: { type: "choice", criteria: { shipping: null, billing: null } },
+    mood: { type: "score", criteria: ["calm", "angry"] },
+  },
+};
+const jobPath = () => file("job.json", JSON.stringify(job));
+
+function tickets(n: number, offset = 0): string[] {
+  return Array.from({ length: n }, (_, i) => JSON.stringify({ ticket_id: `T${i + offset}`, tier: i % 3 ? "free" : "gold", ticket: { body: `Ticket number ${i + offset}: my parcel is late.` } }));
+}
+
+interface Row {
+  id: string;
+  line: number;
+  model: string;
+  answers: SystemOneResponse["answers"];
+  usage: SystemOneResponse["usage"];
+  fields?: Record<string, unknown>;
+  dedup_of?: number;
+}
+
+const rows = (path: string): Row[] => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Row);
+const usage = (path: string): UsageSummary => JSON.parse(readFileSync(`${path}.usage.json`, "utf8")) as UsageSummary;
+
+describe("typed-eval run", () => {
+  it("answers every JSONL record once, with usage totals equal to the per-row sums", () => {
+    const input = file("t.jsonl", `${tickets(12).join("\n")}\n`);
+    const out = join(dir, "t.out.jsonl");
+    const r = cli(["run", input, "--job", jobPath(), "-o", out]);
+    expect(r.code).toBe(0);
+    const answers = rows(out);
+    expect(answers.map((a) => a.id).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `T${i}`).sort());
+    expect(answers[0]).toMatchObject({ model: "qwen2.5-0.5b-instruct-1.0.0", fields: { tier: expect.any(String) } });
+    expect(Object.keys(answers[0]!.answers).sort()).toEqual(["mood", "team", "urgent"]);
+    const summary = usage(out);
+    expect(summary.records).toMatchObject({ read: 12, answered: 12, failed: 0, deduplicated: 0, resumed: 0 });
+    expect(summary.tokens.input).toBe(answers.reduce((s, a) => s + a.usage.input_tokens, 0));
+    expect(summary.tokens.output).toBe(answers.reduce((s, a) => s + a.usage.output_tokens, 0));
+    expect(summary.requests.sent).toBe(12);
+    expect(summary.cost_usd).toBeCloseTo((summary.tokens.input * 0.042) / 1e6, 12);
+    expect(r.stderr).toMatch(/12 records: 12 answered/);
+  });
+
+  it("sends identical requests once and marks the copies", () => {
+    const lines = [...tickets(3), ...tickets(3)].map((l, i) => l.replace(/"ticket_id":"T\d+"/, `"ticket_id":"D${i}"`));
+    const out = join(dir, "dup.jsonl");
+    expect(cli(["run", file("dup.in.jsonl", lines.join("\n")), "--job", jobPath(), "-o", out]).code).toBe(0);
+    const summary = usage(out);
+    expect(summary.requests.sent).toBe(3);
+    expect(summary.records.deduplicated).toBe(3);
+    const copies = rows(out).filter((r) => r.dedup_of !== undefined);
+    expect(copies).toHaveLength(3);
+    for (const copy of copies) {
+      expect(copy.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
+      const original = rows(out).find((r) => r.line - 1 === copy.dedup_of);
+      expect(copy.answers).toEqual(original?.answers);
+    }
+  });
+
+  it("turns bad records into error rows with their line numbers, goes on, and exits 1", () => {
+    const lines = [tickets(1)[0], "{not json", JSON.stringify({ ticket_id: "X", ticket: {} }), JSON.stringify({ ticket: { body: "no id" } }), tickets(1, 5)[0]];
+    const out = join(dir, "bad.jsonl");
+    const r = cli(["run", file("bad.in.jsonl", lines.join("\n")), "--job", jobPath(), "-o", out]);
+    expect(r.code).toBe(1);
+    expect(rows(out).map((a) => a.id).sort()).toEqual(["T0", "T5"]);
+    const errors = rows(`${out}.errors.jsonl`) as unknown as { line: number; status: number; type: string; message: string }[];
+    expect(errors.map((e) => e.line).sort()).toEqual([2, 3, 4]);
+    expect(errors.find((e) => e.line === 2)!.message).toMatch(/invalid JSON/);
+    expect(errors.find((e) => e.line === 3)!.message).toMatch(/no state field "ticket.body"/);
+    expect(errors.find((e) => e.line === 4)!.message).toMatch(/no id field "ticket_id"/);
+    expect(r.stderr).toMatch(/failed records: .*bad\.jsonl\.errors\.jsonl/);
+  });
+
+  it("reads CSV with a BOM, quoted JSON cells and ragged rows, and writes flattened CSV columns", () => {
+    const csv = '\uFEFFticket_id,tier,body,meta\nC1,gold,"Late parcel, again",\"{\"\"a\"\": [1, 2]}\"\nC2,free,"Refund me",{}\nC3,free\n';
+    const csvJob = file("csv-job.json", JSON.stringify({ ...job, state: "body" }));
+    const out = join(dir, "c.out.csv");
+    const r = cli(["run", file("c.csv", csv), "--job", csvJob, "-o", out]);
+    expect(r.code).toBe(1); // C3 has no body
+    const table = parse(readFileSync(out, "utf8"), { columns: true }) as Record<string, string>[];
+    expect(table.map((t) => t["id"]).sort()).toEqual(["C1", "C2"]);
+    expect(Object.keys(table[0]!)).toEqual([
+      "id", "line", "source", "model", "tier",
+      "urgent.noul",
+      "team.choice", "team.confidence", "team.p.shipping", "team.p.billing",
+      "mood.score", "mood.confidence", "mood.p.0", "mood.p.1",
+      "input_tokens", "output_tokens", "dedup_of",
+    ]);
+    const row = table[0]!;
+    expect(Number(row["team.p.shipping"]) + Number(row["team.p.billing"])).toBeCloseTo(1, 9);
+    expect(["shipping", "billing"]).toContain(row["team.choice"]);
+    const errors = rows(`${out}.errors.jsonl`) as unknown as { id: string; message: string }[];
+    expect(errors).toMatchObject([{ id: "C3", message: expect.stringContaining('no state field "body"') }]);
+  });
+
+  it("reads gzip input and runs from stdin to stdout", () => {
+    const gz = file("t.jsonl.gz", gzipSync(`${tickets(4).join("\n")}\n`));
+    const out = join(dir, "gz.jsonl");
+    expect(cli(["run", gz, "--job", jobPath(), "-o", out]).code).toBe(0);
+    expect(rows(out)).toHaveLength(4);
+    const piped = cli(["run", "-", "--job", jobPath()], gzipSync(tickets(3).join("\n")));
+    expect(piped.code).toBe(0);
+    const streamed = piped.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Row);
+    expect(streamed.map((s) => s.id).sort()).toEqual(["T0", "T1", "T2"]);
+  });
+
+  it("splits a job into shards whose union is the whole input, without overlap, and merges their usage", () => {
+    const input = file("s.jsonl", tickets(30).join("\n"));
+    const ids: string[][] = [];
+    const summaries: string[] = [];
+    for (const shard of ["1/3", "2/3", "3/3"]) {
+      const out = join(dir, `shard-${shard.replace("/", "of")}.jsonl`);
+      expect(cli(["run", input, "--job", jobPath(), "-o", out, "--shard", shard]).code).toBe(0);
+      ids.push(rows(out).map((r) => r.id));
+      summaries.push(`${out}.usage.json`);
+      expect(usage(out).records.other_shards).toBe(30 - rows(out).length);
+    }
+    const all = ids.flat();
+    expect(new Set(all).size).toBe(all.length);
+    expect(all.sort()).toEqual(Array.from({ length: 30 }, (_, i) => `T${i}`).sort());
+    expect(ids.every((s) => s.length > 0)).toBe(true);
+    const merged = cli(["usage", ...summaries, "--project", "1000000", "--json"]);
+    expect(merged.code).toBe(0);
+    const m = JSON.parse(merged.stdout) as { totals: UsageSummary; cost_per_1000_records: number; projection: { cost_usd: number } };
+    expect(m.totals.records.answered).toBe(30);
+    expect(m.projection.cost_usd).toBeCloseTo(m.cost_per_1000_records * 1000, 9);
+  });
+
+  it("estimates exactly the input tokens the run then uses", () => {
+    const input = file("e.jsonl", [...tickets(8), ...tickets(2)].join("\n"));
+    const estimate = cli(["estimate", input, "--job", jobPath(), "--json"]);
+    expect(estimate.code).toBe(0);
+    const e = JSON.parse(estimate.stdout) as { requests: number; duplicates: number; inputTokens: number; exact: boolean };
+    expect(e).toMatchObject({ requests: 8, duplicates: 2, exact: true });
+    const out = join(dir, "e.out.jsonl");
+    expect(cli(["run", input, "--job", jobPath(), "-o", out]).code).toBe(0);
+    expect(usage(out).tokens.input).toBe(e.inputTokens);
+    expect(cli(["run", input, "--job", jobPath(), "--dry-run"]).stdout).toMatch(/requests: +8 \(2 duplicates/);
+  });
+
+  it("exits 2 for a bad job file or a missing input, reading no record", () => {
+    const bad = cli(["run", "nope.jsonl", "--job", file("bad-job.json", '{"questions": {}}')]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/questions: Dictionary should have at least 1 item/);
+    const missing = cli(["run", "nope.jsonl", "--job", jobPath()]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/cannot read input nope\.jsonl/);
+  });
+});
+
+describe("resume after kill -9", () => {
+  it("loses nothing and writes every record exactly once", async () => {
+    const n = 400;
+    const input = file("k.jsonl", tickets(n).join("\n"));
+    const out = join(dir, "k.out.jsonl");
+    const args = [BIN, "run", input, "--job", jobPath(), "-o", out];
+    const env = { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" };
+    const child = spawn(process.execPath, args, { cwd: dir, env, stdio: "ignore" });
+    // Kill it once a good share of records is journaled.
+    const journal = `${out}.journal`;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setInterval(() => {
+        const lines = existsSync(journal) ? readFileSync(journal, "utf8").split("\n").length : 0;
+        if (lines > 60) {
+          clearInterval(timer);
+          child.kill("SIGKILL");
+          resolve();
+        }
+      }, 20);
+      child.on("exit", () => {
+        clearInterval(timer);
+        reject(new Error("the run finished before it could be killed"));
+      });
+    });
+    await new Promise((resolve) => child.on("exit", resolve));
+    expect(existsSync(out)).toBe(false); // no output left looking complete
+    const before = readFileSync(journal, "utf8").split("\n").filter(Boolean).length;
+    const rerun = cli(["run", input, "--job", jobPath(), "-o", out]);
+    expect(rerun.code).toBe(0);
+    const answers = rows(out);
+    expect(answers).toHaveLength(n);
+    expect(new Set(answers.map((a) => a.id)).size).toBe(n);
+    const summary = usage(out);
+    expect(summary.records.resumed).toBeGreaterThanOrEqual(before - 1);
+    // Paid twice: at most the records in flight when killed (4 sequences, 8 in hand).
+    expect(summary.requests.sent - n).toBeLessThanOrEqual(8);
+  }, 180_000);
+});
