@@ -1,0 +1,155 @@
+/** The runner against remote endpoints: our own server over HTTP, and a faulty upstream. */
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Answer, Question, SystemOneRequest } from "../../src/api/schema.js";
+import type { ModelRouter } from "../../src/evaluator/router.js";
+import { buildServer } from "../../src/server/app.js";
+import type { UsageSummary } from "../../src/runner/usage.js";
+import { KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.js";
+
+const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
+let dir: string;
+let router: ModelRouter;
+let ours: FastifyInstance;
+let oursUrl: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "te-remote-"));
+  ({ router } = await testRouter());
+  ours = buildServer({ evaluator: router, accounts: testAccounts(), logger: memoryLogger().logger });
+  await ours.listen({ host: "127.0.0.1", port: 0 });
+  oursUrl = `http://127.0.0.1:${(ours.server.address() as AddressInfo).port}`;
+}, 60_000);
+
+afterAll(async () => {
+  await ours?.close();
+  await router?.close();
+});
+
+/** Runs the CLI asynchronously (the servers live in this process). */
+function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("exit", (code) => resolve({ code, stderr }));
+  });
+}
+
+const job = { state: "text", id: "id", model: "tiny", questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null, c: null } } } };
+
+function setup(name: string, n: number, poison: number[] = []) {
+  const input = join(dir, `${name}.jsonl`);
+  writeFileSync(input, Array.from({ length: n }, (_, i) => JSON.stringify({ id: `r${i}`, text: poison.includes(i) ? `POISON ${i}` : `record ${i}` })).join("\n"));
+  const jobPath = join(dir, `${name}.job.json`);
+  writeFileSync(jobPath, JSON.stringify(job));
+  return { input, jobPath, out: join(dir, `${name}.out.jsonl`) };
+}
+
+const lines = (path: string) => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string; status?: number; message?: string });
+
+describe("run --base-url against our own server", () => {
+  it("answers every record through HTTP with the server's model id", async () => {
+    const { input, jobPath, out } = setup("ours", 10);
+    const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", oursUrl], { TYPED_EVAL_API_KEY: KEYS.all });
+    expect(r.code).toBe(0);
+    const rows = lines(out) as unknown as { id: string; model: string }[];
+    expect(rows).toHaveLength(10);
+    expect(rows.every((row) => row.model === "tiny-1.0.0")).toBe(true);
+  }, 60_000);
+
+  it("aborts with exit 3 on a refused key, keeps its work, and resumes with a good one", async () => {
+    const { input, jobPath, out } = setup("auth", 6);
+    const refused = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", oursUrl], { TYPED_EVAL_API_KEY: "te_wrong" });
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/aborted: the endpoint refused the API key \(HTTP 401/);
+    expect(refused.stderr).toMatch(/rerun the same command to resume/);
+    const resumed = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", oursUrl], { TYPED_EVAL_API_KEY: KEYS.all });
+    expect(resumed.code).toBe(0);
+    expect(lines(out)).toHaveLength(6);
+  }, 60_000);
+});
+
+/** A test upstream: answers any valid request, after the faults scripted for each request number. */
+function faultyUpstream(fault: (n: number, body: SystemOneRequest) => "429" | "429-bare" | "529" | "500" | "reset" | "422" | undefined) {
+  let n = 0;
+  const retryCounts: (string | undefined)[] = [];
+  const server: Server = createServer((req, res) => {
+    let text = "";
+    req.on("data", (c: Buffer) => (text += c.toString()));
+    req.on("end", () => {
+      const body = JSON.parse(text) as SystemOneRequest;
+      retryCounts.push(req.headers["x-service-retry-count"] as string | undefined);
+      const what = fault(n++, body);
+      const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+        res.writeHead(status, { "content-type": "application/json", ...headers });
+        res.end(JSON.stringify(payload));
+      };
+      if (what === "reset") return void req.socket.destroy();
+      if (what === "429") return send(429, { detail: "slow down" }, { "retry-after-ms": "30" });
+      if (what === "429-bare") return send(429, { detail: "slow down" });
+      if (what === "529") return send(529, { detail: "overloaded" }, { "retry-after": "0" });
+      if (what === "500") return send(500, { detail: "boom" });
+      if (what === "422") return send(422, { detail: [{ loc: ["body", "state"], msg: "poison", type: "value_error" }] });
+      const answers: Record<string, Answer> = {};
+      for (const [name, q] of Object.entries(body.questions) as [string, Question][]) {
+        if (q.type === "noul") answers[name] = { type: "noul", noul: 0.25 };
+        else if (q.type === "choice") {
+          const options = Object.keys(q.criteria);
+          answers[name] = { type: "choice", choice: options[0]!, probabilities: Object.fromEntries(options.map((o) => [o, 1 / options.length])), confidence: 0 };
+        } else {
+          answers[name] = { type: "score", score: 0, legend: Object.fromEntries(q.criteria.map((c, k) => [String(k), c])), probabilities: Object.fromEntries(q.criteria.map((_, k) => [String(k), k === 0 ? 1 : 0])), confidence: 1 };
+        }
+      }
+      send(200, { model: "upstream-1.0.0", answers, usage: { input_tokens: 100, output_tokens: 2 } });
+    });
+  });
+  return { server, retryCounts, count: () => n };
+}
+
+describe("run --base-url against a faulty upstream", () => {
+  it("ends every record answered or in the errors file, retrying 429, 529, 500 and resets", async () => {
+    const plan = ["429", "429-bare", "529", "500", "reset"] as const;
+    const upstream = faultyUpstream((n, body) => {
+      if (typeof body.state === "string" && body.state.startsWith("POISON")) return "422";
+      return n % 4 === 1 ? plan[(n >> 2) % plan.length] : undefined;
+    });
+    await new Promise<void>((resolve) => upstream.server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(upstream.server.address() as AddressInfo).port}`;
+    try {
+      const { input, jobPath, out } = setup("faulty", 30, [7, 19]);
+      const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--concurrency", "4"], { TYPED_EVAL_API_KEY: "k" });
+      expect(r.code).toBe(1);
+      const answered = lines(out).map((row) => row.id);
+      const failed = lines(`${out}.errors.jsonl`);
+      expect(failed.map((f) => f.id).sort()).toEqual(["r19", "r7"]);
+      expect(failed.every((f) => f.status === 422)).toBe(true);
+      expect([...answered, ...failed.map((f) => f.id)].sort()).toEqual(Array.from({ length: 30 }, (_, i) => `r${i}`).sort());
+      expect(new Set(answered).size).toBe(28);
+      const summary = JSON.parse(readFileSync(`${out}.usage.json`, "utf8")) as UsageSummary;
+      expect(summary.requests.rate_limited).toBeGreaterThan(0);
+      expect(summary.requests.overloaded).toBeGreaterThan(0);
+      expect(summary.requests.retries).toBeGreaterThan(0);
+      // Every attempt the runner counted reached the upstream, retries included.
+      expect(summary.requests.sent).toBe(upstream.count());
+      // Retries say so; first attempts do not; 422s are never retried.
+      expect(upstream.retryCounts.filter((c) => c !== undefined).length).toBe(summary.requests.retries);
+      expect(upstream.retryCounts.filter((c) => c === undefined).length).toBe(30);
+    } finally {
+      upstream.server.close();
+    }
+  }, 120_000);
+
+  it("aborts with exit 3 when the upstream stays unreachable", async () => {
+    const { input, jobPath, out } = setup("down", 3);
+    const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", "http://127.0.0.1:9", "--max-retries", "1"], { TYPED_EVAL_API_KEY: "k" });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/aborted: the endpoint is unreachable/);
+  }, 60_000);
+});
