@@ -26,6 +26,14 @@ $(NPM_STAMP): package.json package-lock.json
 
 install: $(NPM_STAMP)
 
+# Compiled JavaScript for eval, serve and bench: half the memory of running the
+# sources through tsx. bin/typed-eval.js uses dist/ only while it is up to date.
+BUILD_STAMP := dist/.built
+SOURCES := $(shell find src -type f)
+$(BUILD_STAMP): $(NPM_STAMP) $(SOURCES) tsconfig.json tsconfig.build.json
+	npx tsc -p tsconfig.build.json
+	@touch $@
+
 typecheck: $(NPM_STAMP)
 	npx tsc -p tsconfig.json --noEmit
 
@@ -39,19 +47,18 @@ test: typecheck unit
 DATA ?= examples/data/tickets.jsonl
 JOB ?= jobs/support-triage.json
 OUT ?= out/eval.jsonl
-eval: $(NPM_STAMP)
+eval: $(BUILD_STAMP)
 	./bin/typed-eval.js run $(DATA) --job $(JOB) --output $(OUT) $(if $(MODEL_PATH),--model-path $(MODEL_PATH)) $(ARGS)
 
 # First run: create a development account and print its key once.
-serve: $(NPM_STAMP)
+serve: $(BUILD_STAMP)
 	@test -f $(ACCOUNTS) || { echo "No $(ACCOUNTS) yet: creating account 'dev'. Your API key (shown once):" >&2; ./bin/typed-eval.js keys create --account dev --accounts-file $(ACCOUNTS); }
 	./bin/typed-eval.js serve --accounts-file $(ACCOUNTS) $(ARGS)
 
-bench: $(NPM_STAMP)
+bench: $(BUILD_STAMP)
 	npx tsx bench/run.ts $(BENCH)
 
-build: $(NPM_STAMP)
-	npx tsc -p tsconfig.build.json
+build: $(BUILD_STAMP)
 
 clean:
 	rm -rf dist node_modules/.vite

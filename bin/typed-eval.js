@@ -1,15 +1,29 @@
 #!/usr/bin/env node
-// Runs the compiled CLI when `npm run build` has produced it, else the
-// TypeScript sources through tsx (a development checkout).
-import { existsSync } from "node:fs";
+// Runs the compiled CLI (dist/, built by `make build` and by make eval/serve/bench) when it is newer
+// than every source file, else the TypeScript sources through tsx: a stale build never runs.
+// Compiled, a run needs less than half the memory (no transpiler in the process).
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const compiled = `${root}dist/cli/main.js`;
-if (existsSync(compiled)) {
-  await import(pathToFileURL(compiled).href);
+const stamp = join(root, "dist", ".built");
+
+function newestSource(dir) {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+const srcDir = join(root, "src");
+const compiled = existsSync(stamp) && (!existsSync(srcDir) || statSync(stamp).mtimeMs >= newestSource(srcDir));
+if (compiled) {
+  await import(pathToFileURL(join(root, "dist", "cli", "main.js")).href);
 } else {
   const { register } = await import("tsx/esm/api");
   register();
-  await import(pathToFileURL(`${root}src/cli/main.ts`).href);
+  await import(pathToFileURL(join(srcDir, "cli", "main.ts")).href);
 }

@@ -2,11 +2,14 @@
  * The run's limiter, on Bottleneck: one limiter for requests (also bounding
  * concurrency), one for tokens, nested with `schedule`.
  *
- * Each reservoir is a sliding window: what a job takes is given back exactly
- * one window later (our own timer and `incrementReservoir`), so no window ever
+ * Each reservoir is a sliding window: what a job takes is given back one
+ * window later (our own timer and `incrementReservoir`), so no window ever
  * holds more than the limit, and throughput does not depend on Bottleneck's
  * heartbeat (reservoir refills fire up to 250 ms late) or on `updateSettings`
- * (which stops refills for good, Bottleneck issue 185).
+ * (which stops refills for good, Bottleneck issue 185). Units come back 2%
+ * after the window: the server counts a request when it arrives, a few ms
+ * after we count it, and with equal windows that jitter alone drew 1.5% 429s
+ * at the token limit (0.0% with the margin; see bench/RESULTS.md).
  *
  * Requests: a window of 60,000 * g / rpm ms holding g requests, with g
  * = max(1, floor(rpm / 60)): 20 requests per second at 1,200 per minute, so
@@ -22,6 +25,9 @@ export interface LimiterOptions {
   /** Requests in flight at once. */
   concurrency: number;
 }
+
+/** Extra delay before a window gives units back, as a share of the window. */
+const TRANSIT_MARGIN = 0.02;
 
 /** A Bottleneck reservoir managed as a sliding window. */
 class Window {
@@ -42,7 +48,7 @@ class Window {
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       void this.limiter.incrementReservoir(amount);
-    }, this.windowMs);
+    }, this.windowMs * (1 + TRANSIT_MARGIN));
     this.timers.add(timer);
   }
 

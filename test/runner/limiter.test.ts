@@ -23,12 +23,12 @@ describe("RunLimiter under fake timers", () => {
     const limiter = new RunLimiter({ requestsPerMinute: 120, tokensPerSecond: 1e9, concurrency: 50 });
     const starts: { at: number; weight: number }[] = [];
     const jobs = Array.from({ length: 400 }, () => limiter.schedule(10, async () => void starts.push({ at: Date.now(), weight: 1 })));
-    await vi.advanceTimersByTimeAsync(200_000);
+    await vi.advanceTimersByTimeAsync(220_000);
     await Promise.all(jobs);
     expect(starts).toHaveLength(400);
     expect(busiestWindow(starts, 60_000)).toBeLessThanOrEqual(120);
-    // 2 per second: 400 requests take about 200 s, not much more.
-    expect(starts.at(-1)!.at).toBeLessThanOrEqual(200_000);
+    // 2 per second (less the 2% transit margin): 400 requests take about 200 s, not much more.
+    expect(starts.at(-1)!.at).toBeLessThanOrEqual(200_000 * 1.02);
     expect(starts.at(-1)!.at).toBeGreaterThanOrEqual(199_000 - 1000);
     await limiter.stop();
   });
@@ -46,7 +46,7 @@ describe("RunLimiter under fake timers", () => {
     const mean = total / weights.length;
     // Sustains the limit, less what FIFO leaves idle while the next job waits for room:
     // about half a mean job per window (here 7.5%; 0.2% at 250,000 tokens/s and 1,000-token requests).
-    expect(starts.at(-1)!.at).toBeLessThanOrEqual((total / 1000) * 1000 * (1 + mean / 1000));
+    expect(starts.at(-1)!.at).toBeLessThanOrEqual((total / 1000) * 1000 * (1 + mean / 1000) * 1.02);
     await limiter.stop();
   });
 
