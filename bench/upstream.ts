@@ -8,7 +8,8 @@
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Answer, Question, SystemOneRequest } from "../src/api/schema.js";
+import type { SystemOneRequest } from "../src/api/schema.js";
+import { plausibleAnswers } from "../test/support/answers.js";
 
 const [minMs, maxMs, rpm, tps] = process.argv.slice(2).map(Number) as [number, number, number, number];
 const arrivals: { at: number; tokens: number }[] = [];
@@ -27,20 +28,6 @@ function admit(tokens: number): boolean {
   if (arrivals.length - head + 1 > rpm || lastSecondTokens + tokens > tps) return false;
   arrivals.push({ at: now, tokens });
   return true;
-}
-
-function answer(body: SystemOneRequest): Record<string, Answer> {
-  const answers: Record<string, Answer> = {};
-  for (const [name, q] of Object.entries(body.questions) as [string, Question][]) {
-    if (q.type === "noul") answers[name] = { type: "noul", noul: 0.5 };
-    else if (q.type === "choice") {
-      const options = Object.keys(q.criteria);
-      answers[name] = { type: "choice", choice: options[0]!, probabilities: Object.fromEntries(options.map((o) => [o, 1 / options.length])), confidence: 0 };
-    } else {
-      answers[name] = { type: "score", score: 0, legend: Object.fromEntries(q.criteria.map((c, k) => [String(k), c])), probabilities: Object.fromEntries(q.criteria.map((_, k) => [String(k), k ? 0 : 1])), confidence: 1 };
-    }
-  }
-  return answers;
 }
 
 const server = createServer((req, res) => {
@@ -67,7 +54,7 @@ const server = createServer((req, res) => {
         return;
       }
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ model: "bench-1.0.0", answers: answer(body), usage: { input_tokens: tokens, output_tokens: 1 } }));
+      res.end(JSON.stringify({ model: "bench-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: tokens, output_tokens: 1 } }));
     };
     const delay = minMs + Math.random() * (maxMs - minMs);
     if (delay > 0) setTimeout(reply, delay);

@@ -102,7 +102,9 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
   const abort = new AbortController();
   const inFlight = new Map<string, Promise<Outcome>>();
-  const answered = new Lru<string, { seq: number; model: string; answers: Record<string, Answer> }>(options.dedupCache ?? 50_000);
+  // Kept as JSON text: a parsed answer graph costs about 7 KB of heap, its text under 1 KB.
+  const answered = new Lru<string, { seq: number; json: string }>(options.dedupCache ?? 50_000);
+  const recall = (hit: { json: string }) => JSON.parse(hit.json) as { model: string; answers: Record<string, Answer> };
 
   const report = () =>
     options.onProgress?.({
@@ -183,7 +185,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
 
     const earlier = answered.get(hash);
     if (earlier) {
-      journal.append({ k: "answer", ...base, model: earlier.model, answers: earlier.answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
+      const { model, answers } = recall(earlier);
+      journal.append({ k: "answer", ...base, model, answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
       stats.answered++;
       return;
     }
@@ -210,7 +213,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       if (!outcome.ok) return fail(item, built.id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
       const { response, labelMass } = outcome.evaluation;
       journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });
-      answered.set(hash, { seq: item.seq, model: response.model, answers: response.answers });
+      answered.set(hash, { seq: item.seq, json: JSON.stringify({ model: response.model, answers: response.answers }) });
       stats.answered++;
       stats.inputTokens += response.usage.input_tokens;
     } finally {

@@ -1,5 +1,4 @@
 /** The runner against remote endpoints: our own server over HTTP, and a faulty upstream. */
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -7,13 +6,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Answer, Question, SystemOneRequest } from "../../src/api/schema.js";
+import type { SystemOneRequest } from "../../src/api/schema.js";
+import { plausibleAnswers } from "../support/answers.js";
+import { runCli } from "../support/cli.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
 import type { UsageSummary } from "../../src/runner/usage.js";
 import { KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.js";
 
-const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 let dir: string;
 let router: ModelRouter;
 let ours: FastifyInstance;
@@ -32,15 +32,8 @@ afterAll(async () => {
   await router?.close();
 });
 
-/** Runs the CLI asynchronously (the servers live in this process). */
-function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("exit", (code) => resolve({ code, stderr }));
-  });
-}
+/** Runs the CLI (the servers live in this process). */
+const cli = (args: string[], env: Record<string, string>) => runCli(args, { cwd: dir, env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", ...env } });
 
 const job = { state: "text", id: "id", model: "tiny", questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null, c: null } } } };
 
@@ -97,17 +90,7 @@ function faultyUpstream(fault: (n: number, body: SystemOneRequest) => "429" | "4
       if (what === "529") return send(529, { detail: "overloaded" }, { "retry-after": "0" });
       if (what === "500") return send(500, { detail: "boom" });
       if (what === "422") return send(422, { detail: [{ loc: ["body", "state"], msg: "poison", type: "value_error" }] });
-      const answers: Record<string, Answer> = {};
-      for (const [name, q] of Object.entries(body.questions) as [string, Question][]) {
-        if (q.type === "noul") answers[name] = { type: "noul", noul: 0.25 };
-        else if (q.type === "choice") {
-          const options = Object.keys(q.criteria);
-          answers[name] = { type: "choice", choice: options[0]!, probabilities: Object.fromEntries(options.map((o) => [o, 1 / options.length])), confidence: 0 };
-        } else {
-          answers[name] = { type: "score", score: 0, legend: Object.fromEntries(q.criteria.map((c, k) => [String(k), c])), probabilities: Object.fromEntries(q.criteria.map((_, k) => [String(k), k === 0 ? 1 : 0])), confidence: 1 };
-        }
-      }
-      send(200, { model: "upstream-1.0.0", answers, usage: { input_tokens: 100, output_tokens: 2 } });
+      send(200, { model: "upstream-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 100, output_tokens: 2 } });
     });
   });
   return { server, retryCounts, count: () => n };

@@ -1,14 +1,13 @@
 /** S3 inputs and outputs against a real S3-compatible server (s3rver) started by the test. */
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
 
-const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 let server: S3rver;
 let endpoint: string;
 let client: S3Client;
@@ -36,14 +35,7 @@ const env = () => ({
   NODE_NO_WARNINGS: "1",
 });
 
-function cli(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: env(), stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("exit", (code) => resolve({ code, stderr }));
-  });
-}
+const cli = (args: string[]) => runCli(args, { cwd: dir, env: env() });
 
 async function put(key: string, body: string): Promise<void> {
   await client.send(new PutObjectCommand({ Bucket: "data", Key: key, Body: body }));
