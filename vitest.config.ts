@@ -7,5 +7,8 @@ export default defineConfig({
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 30_000,
+    // Two test files run at once: one llama.cpp thread each (inherited by the CLIs the tests spawn),
+    // since spinning threads on an oversubscribed CPU run many times slower.
+    env: { TYPED_EVAL_THREADS: "1" },
   },
 });

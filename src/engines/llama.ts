@@ -35,7 +35,7 @@ export interface LlamaEngineOptions {
   contextSize?: number;
   /** Requests in progress at once (context sequences); more wait in a FIFO. Default 4. */
   sequences?: number;
-  /** CPU threads; default: every core (more threads than cores slows llama.cpp badly). */
+  /** CPU threads; default `TYPED_EVAL_THREADS`, else every core (more threads than cores slows llama.cpp badly). */
   threads?: number;
   /** Largest slice of tokens fed to one decode. Default 512 (node-llama-cpp's own batch size). */
   chunkTokens?: number;
@@ -142,7 +142,7 @@ export class LlamaEngine implements Engine {
 
   /** Loads a GGUF model on the CPU with the prebuilt binary (never building from source). */
   static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
-    const threads = options.threads ?? availableParallelism();
+    const threads = options.threads ?? (Number(process.env["TYPED_EVAL_THREADS"]) || availableParallelism());
     const sequences = options.sequences ?? 4;
     const chunkTokens = options.chunkTokens ?? 512;
     const llama = await getLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error });

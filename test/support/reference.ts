@@ -16,9 +16,9 @@ export class ReferenceModel {
   ) {}
 
   static async load(modelPath: string, contextSize = 8192): Promise<ReferenceModel> {
-    const llama = await getLlama({ gpu: false, build: "never", maxThreads: 2, logLevel: LlamaLogLevel.error });
+    const llama = await getLlama({ gpu: false, build: "never", maxThreads: 1, logLevel: LlamaLogLevel.error });
     const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
-    const context = await model.createContext({ contextSize, sequences: 1, threads: 2, batchSize: 512, flashAttention: false });
+    const context = await model.createContext({ contextSize, sequences: 1, threads: 1, batchSize: 512, flashAttention: false });
     return new ReferenceModel(model, context);
   }
 
