@@ -10,6 +10,15 @@ import type { TSchema } from "@sinclair/typebox";
 import { SystemOneRequest, SystemOneResponse, type ValidationErrorItem } from "./schema.js";
 
 export type Loc = (string | number)[];
+
+/** A location as a linked path, turned into a `loc` array only when something fails: no garbage on valid input. */
+type Path = { up: Path; key: string | number } | null;
+
+function materialize(prefix: Loc, path: Path): Loc {
+  const keys: (string | number)[] = [];
+  for (let p = path; p; p = p.up) keys.push(p.key);
+  return [...prefix, ...keys.reverse()];
+}
 export type Validation<T> = { ok: true; value: T } | { ok: false; errors: ValidationErrorItem[] };
 
 /** Keywords that only document a schema; they never fail a value. */
@@ -81,13 +90,15 @@ function quoted(values: string[]): string {
 class Walker {
   readonly errors: ValidationErrorItem[] = [];
 
-  private fail(loc: Loc, type: string, msg: string, input: unknown, ctx?: Record<string, unknown>): void {
-    const error: ValidationErrorItem = { type, loc, msg, input };
+  constructor(private readonly prefix: Loc) {}
+
+  private fail(path: Path, type: string, msg: string, input: unknown, ctx?: Record<string, unknown>): void {
+    const error: ValidationErrorItem = { type, loc: materialize(this.prefix, path), msg, input };
     if (ctx !== undefined) error.ctx = ctx;
     this.errors.push(error);
   }
 
-  walk(schema: Schema, value: unknown, loc: Loc): void {
+  walk(schema: Schema, value: unknown, loc: Path): void {
     for (const key of Object.keys(schema)) {
       if (!ANNOTATIONS.has(key) && !HANDLED.has(key)) throw new Error(`validate: unsupported schema keyword "${key}"`);
     }
@@ -121,7 +132,7 @@ class Walker {
     }
   }
 
-  private number(schema: Schema, value: unknown, loc: Loc): void {
+  private number(schema: Schema, value: unknown, loc: Path): void {
     const integer = schema.type === "integer";
     if (typeof value !== "number" || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
       this.fail(loc, integer ? "int_type" : "float_type", `Input should be a valid ${integer ? "integer" : "number"}`, value);
@@ -139,7 +150,7 @@ class Walker {
     }
   }
 
-  private lengths(schema: Schema, count: number, fieldType: "List" | "Dictionary", value: unknown, loc: Loc): void {
+  private lengths(schema: Schema, count: number, fieldType: "List" | "Dictionary", value: unknown, loc: Path): void {
     const min = fieldType === "List" ? schema.minItems : schema.minProperties;
     const max = fieldType === "List" ? schema.maxItems : schema.maxProperties;
     const noun = (n: number) => `${n} item${n === 1 ? "" : "s"}`;
@@ -159,19 +170,19 @@ class Walker {
     }
   }
 
-  private array(schema: Schema, value: unknown, loc: Loc): void {
+  private array(schema: Schema, value: unknown, loc: Path): void {
     if (!Array.isArray(value)) {
       this.fail(loc, "list_type", "Input should be a valid list", value);
       return;
     }
     if (schema.items) {
       const items = schema.items;
-      value.forEach((item, index) => this.walk(items, item, [...loc, index]));
+      value.forEach((item, index) => this.walk(items, item, { up: loc, key: index }));
     }
     this.lengths(schema, value.length, "List", value, loc);
   }
 
-  private object(schema: Schema, value: unknown, loc: Loc): void {
+  private object(schema: Schema, value: unknown, loc: Path): void {
     const isModel = schema.properties !== undefined;
     if (!isPlainObject(value)) {
       if (isModel) {
@@ -183,17 +194,17 @@ class Walker {
     }
     const required = new Set(schema.required ?? []);
     for (const [name, propertySchema] of Object.entries(schema.properties ?? {})) {
-      if (Object.hasOwn(value, name)) this.walk(propertySchema, value[name], [...loc, name]);
-      else if (required.has(name)) this.fail([...loc, name], "missing", "Field required", value);
+      if (Object.hasOwn(value, name)) this.walk(propertySchema, value[name], { up: loc, key: name });
+      else if (required.has(name)) this.fail({ up: loc, key: name }, "missing", "Field required", value);
     }
     const extra = schema.additionalProperties;
     if (typeof extra === "object") {
-      for (const [key, item] of Object.entries(value)) this.walk(extra, item, [...loc, key]);
+      for (const [key, item] of Object.entries(value)) this.walk(extra, item, { up: loc, key });
     }
     this.lengths(schema, Object.keys(value).length, "Dictionary", value, loc);
   }
 
-  private union(schema: Schema, members: Schema[], value: unknown, loc: Loc): void {
+  private union(schema: Schema, members: Schema[], value: unknown, loc: Path): void {
     if (schema.discriminator) return this.tagged(schema.discriminator.propertyName, members, value, loc);
     const nonNull = members.filter((m) => m.type !== "null");
     if (value === null && nonNull.length < members.length) return;
@@ -209,7 +220,7 @@ class Walker {
     const only = nonNull[0];
     if (nonNull.length === 1 && only) return this.walk(only, value, loc);
     for (const member of nonNull) {
-      const probe = new Walker();
+      const probe = new Walker(this.prefix);
       probe.walk(member, value, loc);
       if (probe.errors.length === 0) return;
     }
@@ -221,7 +232,7 @@ class Walker {
     });
   }
 
-  private tagged(property: string, members: Schema[], value: unknown, loc: Loc): void {
+  private tagged(property: string, members: Schema[], value: unknown, loc: Path): void {
     const tags = members.map((m) => String(m.properties?.[property]?.const));
     if (!isPlainObject(value)) {
       this.fail(loc, "model_attributes_type", "Input should be a valid dictionary or object to extract fields from", value);
@@ -247,14 +258,14 @@ class Walker {
       return;
     }
     // pydantic puts the variant's tag into the location of its errors.
-    this.walk(member, value, [...loc, String(tag)]);
+    this.walk(member, value, { up: loc, key: String(tag) });
   }
 }
 
 /** Validates `value` against a schema of `schema.ts`; `loc` prefixes every error location. */
 export function validateAgainst<T>(schema: TSchema, value: unknown, loc: Loc): Validation<T> {
-  const walker = new Walker();
-  walker.walk(schema as Schema, value, loc);
+  const walker = new Walker(loc);
+  walker.walk(schema as Schema, value, null);
   if (walker.errors.length > 0) return { ok: false, errors: walker.errors };
   return { ok: true, value: value as T };
 }

@@ -48,6 +48,9 @@ export function remoteEvaluator(registry: ModelRegistry, entry: ModelEntry, retr
 export async function openModels(names: readonly string[], options: Omit<OpenLocalOptions, "model">): Promise<ModelRouter> {
   const { registry } = options;
   const entries = [...new Set(names.map((n) => registry.resolve(n)))];
+  if (options.modelPath && entries.filter((e) => e.engine !== "remote").length > 1) {
+    throw new RegistryError("--model-path names one GGUF file: it can stand in for one local model only");
+  }
   const routes: { names: string[]; evaluator: Evaluator }[] = [];
   try {
     for (const entry of entries) {
