@@ -7,6 +7,7 @@
  * and the estimate against the tokens really used (embedded model).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import Bottleneck from "bottleneck";
 import { createWriteStream, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -139,6 +140,14 @@ const benchmark: Benchmark = {
     } finally {
       up.stop();
     }
+
+    // Bottleneck's own scheduling ceiling: trivial jobs through a bare limiter.
+    const bare = new Bottleneck({ maxConcurrent: 64 });
+    const jobs = Number(process.env["BENCH_BOTTLENECK_JOBS"] ?? 2000);
+    const bnStart = Date.now();
+    await Promise.all(Array.from({ length: jobs }, () => bare.schedule(() => new Promise<void>((r) => setImmediate(r)))));
+    figures["Bottleneck alone (maxConcurrent 64): trivial jobs/s"] = jobs / ((Date.now() - bnStart) / 1000);
+    await bare.stop();
 
     // Estimate accuracy with the embedded model (exact tokenizer) on the bundled example job.
     const engine = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 8192 });
