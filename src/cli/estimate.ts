@@ -1,11 +1,7 @@
 import type { CommandModule } from "yargs";
 import { createLogger } from "../logging/logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
-import { EXIT } from "./exit.js";
 import { prepareJob, withJobOptions, type JobArgs } from "./run.js";
-import { JobError } from "../runner/job.js";
-import { SourceError } from "../runner/sources.js";
-import { RegistryError } from "../models/registry.js";
 
 interface EstimateArgs extends JobArgs {
   json: boolean;
@@ -17,18 +13,9 @@ export const estimateCommand: CommandModule<object, EstimateArgs> = {
   describe: "Count a job's requests, tokens, cost and the time the limits allow, without calling any model",
   builder: (y) => withJobOptions(y).option("json", { type: "boolean", default: false, describe: "print JSON" }),
   handler: async (args) => {
-    try {
-      const { job, source, evaluator, shard, price } = await prepareJob(args, createLogger());
-      const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });
-      await evaluator.close();
-      process.stdout.write(args.json ? `${JSON.stringify(estimate, null, 2)}\n` : `${describeEstimate(estimate)}\n`);
-    } catch (error) {
-      if (error instanceof JobError || error instanceof SourceError || error instanceof RegistryError) {
-        process.stderr.write(`typed-eval: ${error.message}\n`);
-        process.exitCode = EXIT.usage;
-        return;
-      }
-      throw error;
-    }
+    const { job, source, evaluator, shard, price } = await prepareJob(args, createLogger());
+    const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });
+    await evaluator.close();
+    process.stdout.write(args.json ? `${JSON.stringify(estimate, null, 2)}\n` : `${describeEstimate(estimate)}\n`);
   },
 };

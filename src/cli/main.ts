@@ -14,6 +14,8 @@ import { EXIT } from "./exit.js";
 import { DownloadError } from "../models/download.js";
 import { RegistryError } from "../models/registry.js";
 import { AccountsError } from "../server/accounts.js";
+import { JobError } from "../runner/job.js";
+import { SourceError } from "../runner/sources.js";
 
 await yargs(hideBin(process.argv))
   .scriptName("typed-eval")
@@ -31,7 +33,14 @@ await yargs(hideBin(process.argv))
   .strict()
   .recommendCommands()
   .fail((msg, err, y) => {
-    if (err instanceof RegistryError || err instanceof DownloadError || err instanceof AccountsError) {
+    // Bad invocation, job file, input, registry, download or accounts file: one line, exit 2.
+    if (
+      err instanceof RegistryError ||
+      err instanceof DownloadError ||
+      err instanceof AccountsError ||
+      err instanceof JobError ||
+      err instanceof SourceError
+    ) {
       process.stderr.write(`typed-eval: ${err.message}\n`);
       process.exit(EXIT.usage);
     }

@@ -8,13 +8,13 @@ import { RemoteEvaluator } from "../evaluator/remote.js";
 import { createLogger, type Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError } from "../models/registry.js";
 import { estimateJob, describeEstimate } from "../runner/estimate.js";
-import { JobError, loadJob, type Job } from "../runner/job.js";
+import { loadJob, type Job } from "../runner/job.js";
 import { RunLimiter } from "../runner/limiter.js";
 import { localTarget, type OutputTarget } from "../runner/outputs.js";
 import { parseShard, type Shard } from "../runner/records.js";
 import { runJob } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
-import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
+import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT } from "./exit.js";
 import { isStdin } from "./input.js";
@@ -164,11 +164,6 @@ export const runCommand: CommandModule<object, RunArgs> = {
       process.stderr.write(`answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}\n`);
       process.exitCode = result.exitCode;
     } catch (error) {
-      if (error instanceof JobError || error instanceof SourceError || error instanceof RegistryError) {
-        process.stderr.write(`typed-eval: ${error.message}\n`);
-        process.exitCode = EXIT.usage;
-        return;
-      }
       if (error instanceof TypedEvalError) {
         process.stderr.write(`typed-eval: ${error.message}\n`);
         process.exitCode = EXIT.aborted;

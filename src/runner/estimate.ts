@@ -4,11 +4,10 @@
  * models the documented approximation of RemoteEvaluator), and report
  * requests, tokens, cost and the time the limits allow. No model is called.
  */
-import { validateRequest } from "../api/validate.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import { RemoteEvaluator } from "../evaluator/remote.js";
 import type { Job } from "./job.js";
-import { buildRequest, inShard, requestHash, type Shard } from "./records.js";
+import { prepareItem, type Shard } from "./records.js";
 import type { Source } from "./sources.js";
 import { costOf } from "./usage.js";
 
@@ -42,29 +41,23 @@ export async function estimateJob(options: EstimateOptions): Promise<Estimate> {
   const e: Estimate = { records: 0, invalid: 0, otherShards: 0, requests: 0, duplicates: 0, inputTokens: 0, costUsd: 0, seconds: 0, exact };
   for await (const item of source.items) {
     e.records++;
-    if ("error" in item) {
-      if (inShard(options.shard, String(item.line))) e.invalid++;
-      else e.otherShards++;
-      continue;
-    }
-    const built = buildRequest(job, item.record, item.line);
-    if (!inShard(options.shard, built.id)) {
+    const prepared = prepareItem(job, item, options.shard);
+    if (prepared.kind === "other-shard") {
       e.otherShards++;
       continue;
     }
-    const checked = built.ok ? validateRequest(built.request) : undefined;
-    if (!checked?.ok) {
+    if (prepared.kind === "invalid") {
       e.invalid++;
       continue;
     }
-    const hash = requestHash(checked.value);
+    const hash = prepared.hash;
     if (seen.has(hash)) {
       e.duplicates++;
       continue;
     }
     seen.add(hash);
     try {
-      e.inputTokens += evaluator.estimateInputTokens(checked.value);
+      e.inputTokens += evaluator.estimateInputTokens(prepared.request);
       e.requests++;
     } catch {
       e.invalid++;

@@ -167,8 +167,3 @@ export async function* readJournal(path: string): AsyncGenerator<Entry> {
     }
   }
 }
-
-/** Whether a journal exists and holds anything. */
-export function journalExists(path: string): boolean {
-  return existsSync(path) && statSync(path).size > 0;
-}

@@ -1,7 +1,9 @@
 /** From a record to a request: the state by field or dotted path, the id, kept fields, the shard. */
 import { createHash } from "node:crypto";
 import type { SystemOneRequest } from "../api/schema.js";
+import { validateRequest } from "../api/validate.js";
 import type { Job } from "./job.js";
+import type { SourceItem } from "./sources.js";
 
 /** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
 export function valueAt(record: unknown, path: string): unknown {
@@ -62,4 +64,27 @@ export function inShard(shard: Shard | undefined, key: string): boolean {
     h = Math.imul(h, 0x01000193) >>> 0;
   }
   return h % shard.count === shard.index - 1;
+}
+
+/** What one input item becomes: left to another shard, unusable (with the error row's fields), or a request. */
+export type Prepared =
+  | { kind: "other-shard" }
+  | { kind: "invalid"; id: string; status: number; type: string; message: string }
+  | { kind: "request"; id: string; keep: Record<string, unknown>; request: SystemOneRequest; hash: string };
+
+/** The one path from an input item to a request, shared by `run` and `estimate` so they count alike. */
+export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined): Prepared {
+  if ("error" in item) {
+    if (!inShard(shard, String(item.line))) return { kind: "other-shard" };
+    return { kind: "invalid", id: String(item.line), status: 0, type: "invalid_record", message: `line ${item.line}: ${item.error}` };
+  }
+  const built = buildRequest(job, item.record, item.line);
+  if (!inShard(shard, built.id)) return { kind: "other-shard" };
+  if (!built.ok) return { kind: "invalid", id: built.id, status: 0, type: "invalid_record", message: `line ${item.line}: ${built.message}` };
+  const checked = validateRequest(built.request);
+  if (!checked.ok) {
+    const detail = checked.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("; ");
+    return { kind: "invalid", id: built.id, status: 422, type: "validation_error", message: `line ${item.line}: ${detail}` };
+  }
+  return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(checked.value) };
 }

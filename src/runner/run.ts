@@ -17,14 +17,13 @@ import {
 } from "../api/errors.js";
 import { backoffMs, DEFAULT_RETRY } from "../api/retry.js";
 import type { Answer, SystemOneRequest, Usage } from "../api/schema.js";
-import { validateRequest } from "../api/validate.js";
 import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { Job } from "./job.js";
 import { Journal, type AnswerEntry, type ErrorEntry } from "./journal.js";
 import type { RunLimiter } from "./limiter.js";
 import { writeOutputs, type OutputTarget } from "./outputs.js";
-import { buildRequest, inShard, requestHash, type Shard } from "./records.js";
+import { prepareItem, type Shard } from "./records.js";
 import type { Format, Source, SourceItem } from "./sources.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
 
@@ -164,23 +163,13 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
 
   const processItem = async (item: SourceItem): Promise<void> => {
     stats.read++;
-    if ("error" in item) {
-      if (!inShard(options.shard, String(item.line))) return void stats.otherShards++;
-      return fail(item, String(item.line), 0, "invalid_record", `line ${item.line}: ${item.error}`);
-    }
-    const built = buildRequest(job, item.record, item.line);
-    if (!inShard(options.shard, built.id)) return void stats.otherShards++;
-    if (!built.ok) return fail(item, built.id, 0, "invalid_record", `line ${item.line}: ${built.message}`);
-    const checked = validateRequest(built.request);
-    if (!checked.ok) {
-      const detail = checked.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("; ");
-      return fail(item, built.id, 422, "validation_error", `line ${item.line}: ${detail}`);
-    }
-    const request = checked.value;
-    const hash = requestHash(request);
+    const prepared = prepareItem(job, item, options.shard);
+    if (prepared.kind === "other-shard") return void stats.otherShards++;
+    if (prepared.kind === "invalid") return fail(item, prepared.id, prepared.status, prepared.type, prepared.message);
+    const { request, hash, id } = prepared;
     const h = hash.slice(0, 16);
     if (done.has(item.seq, h)) return void stats.resumed++;
-    const base = { seq: item.seq, line: item.line, source: item.source, id: built.id, h, ...(job.keep ? { keep: built.keep } : {}) };
+    const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
     const zero: Usage = { input_tokens: 0, output_tokens: 0 };
 
     const earlier = answered.get(hash);
@@ -193,7 +182,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     const pending = inFlight.get(hash);
     if (pending) {
       const outcome = await pending;
-      if (!outcome.ok) return fail(item, built.id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
+      if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
       const first = answered.get(hash);
       journal.append({ k: "answer", ...base, model: outcome.evaluation.response.model, answers: outcome.evaluation.response.answers, usage: zero, ...(first ? { dedup_of: first.seq } : {}) });
       stats.answered++;
@@ -204,13 +193,13 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       estimate = evaluator.estimateInputTokens(request);
     } catch (error) {
       const typed = error instanceof TypedEvalError ? error : undefined;
-      return fail(item, built.id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
+      return fail(item, id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
     }
     const attempt = send(request, estimate);
     inFlight.set(hash, attempt);
     try {
       const outcome = await attempt;
-      if (!outcome.ok) return fail(item, built.id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
+      if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
       const { response, labelMass } = outcome.evaluation;
       journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });
       answered.set(hash, { seq: item.seq, json: JSON.stringify({ model: response.model, answers: response.answers }) });
