@@ -113,17 +113,14 @@ function qwen3Tokenizer(size: number): Tokenizer {
 function tensors(shape: ModelShape, vocabSize: number): TensorSpec[] {
   const { embedding: e, heads, kvHeads, feedForward: ff, weights, seed } = shape;
   const headDim = e / heads;
+  // Uniform in [-scale, scale); q4_0 values run from -8 to 7, so its block scale is scale / 7.
+  const fill = (s: number, scale: number) => (weights === "f32" ? f32Fill(s, scale) : q4Fill(s, scale / 7));
   let n = 0;
-  const matrix = (name: string, dims: number[]): TensorSpec => {
-    const s = seed * 1000 + n++;
-    // Scaled so each projection keeps activations of order 1.
-    const scale = 1.7 / Math.sqrt(dims[0]!);
-    return { name, dims, type: weights, fill: weights === "f32" ? f32Fill(s, scale) : q4Fill(s, scale / 7) };
-  };
+  // Scaled so each projection keeps activations of order 1.
+  const matrix = (name: string, dims: number[]): TensorSpec => ({ name, dims, type: weights, fill: fill(seed * 1000 + n++, 1.7 / Math.sqrt(dims[0]!)) });
   const norm = (name: string): TensorSpec => ({ name, dims: [e], type: "f32", fill: f32Fill(0, 1, true) });
-  const out: TensorSpec[] = [matrix("token_embd.weight", [e, vocabSize])];
   // Embedding rows of order 1: rms-normed hidden states then give logits spread over a few nats.
-  out[0] = { ...out[0]!, fill: weights === "f32" ? f32Fill(seed, 1) : q4Fill(seed, 1 / 7) };
+  const out: TensorSpec[] = [{ name: "token_embd.weight", dims: [e, vocabSize], type: weights, fill: fill(seed, 1) }];
   for (let l = 0; l < shape.layers; l++) {
     out.push(
       norm(`blk.${l}.attn_norm.weight`),
@@ -138,10 +135,7 @@ function tensors(shape: ModelShape, vocabSize: number): TensorSpec[] {
     );
   }
   out.push(norm("output_norm.weight"));
-  if (!shape.tiedOutput) {
-    const scale = 0.45;
-    out.push({ name: "output.weight", dims: [e, vocabSize], type: weights, fill: weights === "f32" ? f32Fill(seed + 1, scale) : q4Fill(seed + 1, scale / 7) });
-  }
+  if (!shape.tiedOutput) out.push({ name: "output.weight", dims: [e, vocabSize], type: weights, fill: fill(seed + 1, 0.45) });
   return out;
 }
 
