@@ -27,6 +27,12 @@ export interface Evaluator {
   estimateInputTokens(request: SystemOneRequest): number;
   /** Answers every question of a valid request; throws a `TypedEvalError` for anything else. */
   evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation>;
+  /**
+   * What stands behind a model name: a string that changes whenever the
+   * answers could (other weights, template, temperature, endpoint). A resumed
+   * run keeps a record's answer only when it was made by the same identity.
+   */
+  identity(model: string): string;
   /** The names this evaluator accepts in `model`, for listings. */
   models(): ModelMetadata[];
   close(): Promise<void>;

@@ -1,5 +1,5 @@
 /** Opens an embedded model from the registry: file (downloaded when missing), engine, evaluator. */
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { LlamaEngine } from "../engines/llama.js";
 import { pullModel, type Progress } from "../models/download.js";
 import { RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
@@ -88,8 +88,20 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
   const template: ChatTemplate = entry.template ? (TEMPLATES[entry.template] as ChatTemplate) : detectTemplate(engine.chatTemplate);
   return new LocalEvaluator(engine, {
     id: versionedId(entry),
+    weights: weightsOf(file, options.modelPath ? undefined : entry.source?.sha256),
     temperature: entry.temperature,
     template,
     metadata: registry.metadata(entry),
   });
+}
+
+/**
+ * Which weights a file holds, for resume: the registry's SHA-256 for its own
+ * verified download, else the file's real path, size and modification time
+ * (hashing a multi-gigabyte file on every run would cost seconds).
+ */
+function weightsOf(file: string, sha256: string | undefined): string {
+  if (sha256) return `sha256:${sha256}`;
+  const stat = statSync(file);
+  return `file:${realpathSync(file)}:${stat.size}:${Math.trunc(stat.mtimeMs)}`;
 }

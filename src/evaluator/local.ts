@@ -18,6 +18,8 @@ export interface LocalModelConfig {
   template: ChatTemplate;
   /** Names listed for this model. */
   metadata: ModelMetadata[];
+  /** Which weights: the file's SHA-256 when verified, else its path, size and modification time. */
+  weights?: string;
 }
 
 /** A request turned into tokens: what the engine evaluates and what it will cost. */
@@ -45,6 +47,11 @@ export class LocalEvaluator implements Evaluator {
 
   models(): ModelMetadata[] {
     return this.config.metadata;
+  }
+
+  identity(): string {
+    const { id, weights, template, temperature } = this.config;
+    return JSON.stringify(["local", id, weights ?? "", template.name, temperature]);
   }
 
   private tokens(segments: readonly Segment[]): Token[] {

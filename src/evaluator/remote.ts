@@ -110,6 +110,11 @@ export class RemoteEvaluator implements Evaluator {
     return this.options.metadata ?? [];
   }
 
+  /** The endpoint and the name sent to it: what the remote serves behind that name is its own affair. */
+  identity(model: string): string {
+    return JSON.stringify(["remote", this.endpoint, this.options.model ?? model]);
+  }
+
   /**
    * Input tokens a remote model will bill, estimated without its tokenizer:
    * the characters of the state and questions as JSON, divided by 4

@@ -37,17 +37,17 @@ export class ModelRouter implements Evaluator {
     return this.evaluators.flatMap((e) => e.models());
   }
 
-  /** The evaluator a request's model names; a 422 listing the valid names when none. */
-  route(request: SystemOneRequest): Evaluator {
-    const evaluator = this.byName.get(request.model);
+  /** The evaluator a model name selects; a 422 listing the valid names when none. */
+  route(model: string): Evaluator {
+    const evaluator = this.byName.get(model);
     if (!evaluator) {
       const valid = this.names();
       throw new UnprocessableEntityError([
         {
           type: "value_error",
           loc: ["body", "model"],
-          msg: `Unknown model '${request.model}'. Valid names: ${valid.join(", ")}`,
-          input: request.model,
+          msg: `Unknown model '${model}'. Valid names: ${valid.join(", ")}`,
+          input: model,
           ctx: { expected: valid },
         },
       ]);
@@ -55,12 +55,16 @@ export class ModelRouter implements Evaluator {
     return evaluator;
   }
 
+  identity(model: string): string {
+    return this.route(model).identity(model);
+  }
+
   estimateInputTokens(request: SystemOneRequest): number {
-    return this.route(request).estimateInputTokens(request);
+    return this.route(request.model).estimateInputTokens(request);
   }
 
   evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation> {
-    return this.route(request).evaluate(request, options);
+    return this.route(request.model).evaluate(request, options);
   }
 
   async close(): Promise<void> {

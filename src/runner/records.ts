@@ -36,9 +36,12 @@ export function buildRequest(job: Job, record: unknown, line: number): Built {
   return { ok: true, id, keep, request: { state: state as SystemOneRequest["state"], model: job.model, questions: job.questions } };
 }
 
-/** A request's identity: identical requests (same state, model and questions) have the same hash. */
-export function requestHash(request: SystemOneRequest): string {
-  return createHash("sha256").update(JSON.stringify([request.model, request.state, request.questions])).digest("hex");
+/**
+ * A request's identity: identical requests (same state, model and questions)
+ * to the same model identity (see `Evaluator.identity`) have the same hash.
+ */
+export function requestHash(request: SystemOneRequest, identity = ""): string {
+  return createHash("sha256").update(JSON.stringify([identity, request.model, request.state, request.questions])).digest("hex");
 }
 
 export interface Shard {
@@ -72,8 +75,11 @@ export type Prepared =
   | { kind: "invalid"; id: string; status: number; type: string; message: string }
   | { kind: "request"; id: string; keep: Record<string, unknown>; request: SystemOneRequest; hash: string };
 
-/** The one path from an input item to a request, shared by `run` and `estimate` so they count alike. */
-export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined): Prepared {
+/**
+ * The one path from an input item to a request, shared by `run` and
+ * `estimate` so they count alike. `identity` is the model's (see `requestHash`).
+ */
+export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined, identity = ""): Prepared {
   if ("error" in item) {
     if (!inShard(shard, String(item.line))) return { kind: "other-shard" };
     return { kind: "invalid", id: String(item.line), status: 0, type: "invalid_record", message: `line ${item.line}: ${item.error}` };
@@ -86,5 +92,5 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
     const detail = checked.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("; ");
     return { kind: "invalid", id: built.id, status: 422, type: "validation_error", message: `line ${item.line}: ${detail}` };
   }
-  return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(checked.value) };
+  return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(checked.value, identity) };
 }

@@ -96,6 +96,8 @@ class Lru<K, V> {
 export async function runJob(options: RunOptions): Promise<RunResult> {
   const { job, source, evaluator, limiter, logger } = options;
   const maxRetries = options.maxRetries ?? 6;
+  // Part of every record's done key: a rerun on other weights or another endpoint answers again.
+  const identity = evaluator.identity(job.model);
   const started = Date.now();
   const { journal, done, runs } = await Journal.open(options.journalPath);
   const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
@@ -163,7 +165,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
 
   const processItem = async (item: SourceItem): Promise<void> => {
     stats.read++;
-    const prepared = prepareItem(job, item, options.shard);
+    const prepared = prepareItem(job, item, options.shard, identity);
     if (prepared.kind === "other-shard") return void stats.otherShards++;
     if (prepared.kind === "invalid") return fail(item, prepared.id, prepared.status, prepared.type, prepared.message);
     const { request, hash, id } = prepared;

@@ -168,7 +168,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     const body: SystemOneRequest = checked.value;
     request.info.model = body.model;
     request.info.questions = Object.keys(body.questions).length;
-    evaluator.route(body); // unknown model: 422 before any other check
+    evaluator.route(body.model); // unknown model: 422 before any other check
     if (!allowed(account, body.model)) {
       throw new PermissionDeniedError(`Account ${account.name} may not use model '${body.model}'`);
     }

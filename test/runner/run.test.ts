@@ -1,6 +1,6 @@
 /** The batch runner end to end through the CLI, on the tiny generated model. */
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -190,6 +190,25 @@ describe("typed-eval run", () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/cannot read input nope\.jsonl/);
   });
+});
+
+describe("resume keys on the model's identity", () => {
+  it("keeps answers for the same weights and answers again for other weights", () => {
+    const input = file("m.jsonl", `${tickets(6).join("\n")}\n`);
+    const out = join(dir, "m.out.jsonl");
+    expect(cli(["run", input, "--job", jobPath(), "-o", out]).code).toBe(0);
+    expect(usage(out).records).toMatchObject({ answered: 6, resumed: 0 });
+    // The same command again: everything comes from the journal.
+    expect(cli(["run", input, "--job", jobPath(), "-o", out]).code).toBe(0);
+    expect(usage(out).records).toMatchObject({ answered: 6, resumed: 6 });
+    // Same model name, other weights file: nothing may be kept.
+    const other = join(dir, "other-weights.gguf");
+    copyFileSync(modelPath, other);
+    const rerun = cli(["run", input, "--job", jobPath(), "-o", out, "--model-path", other]);
+    expect(rerun.code).toBe(0);
+    expect(usage(out).records).toMatchObject({ answered: 6, resumed: 0 });
+    expect(rows(out)).toHaveLength(6);
+  }, 120_000);
 });
 
 describe("resume after kill -9", () => {
