@@ -147,6 +147,17 @@ export class UpstreamError extends TypedEvalError {
 export class UpstreamUnavailableError extends TypedEvalError {
   readonly status = 502;
   readonly code = "upstream_unavailable";
+  /**
+   * True when no connection could be made at all (refused, no such host, no
+   * route): the endpoint is down, not this request's fault. False for resets,
+   * timeouts and invalid answers, which may be one request's doing.
+   */
+  readonly unreachable: boolean;
+
+  constructor(message: string, options?: ErrorOptions & { unreachable?: boolean }) {
+    super(message, options);
+    this.unreachable = options?.unreachable ?? false;
+  }
 }
 
 function messageOf(body: unknown, fallback: string): string {

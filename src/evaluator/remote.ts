@@ -63,6 +63,12 @@ function headerSource(headers: IncomingHttpHeaders): HeaderSource {
   };
 }
 
+/** No valid answer comes near this (255 options x many questions is well under 4 MiB); anything larger is refused unread. */
+const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
+/** Connection errors that mean nothing is listening or the host is unknown: the endpoint is down, whatever the request. */
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+
 /**
  * One POST over node:http(s) with a keep-alive agent. (undici `fetch` measured
  * 3-4 ms slower a request on loopback, and allocates web streams per call.)
@@ -72,7 +78,12 @@ function post(url: URL, agent: HttpAgent, headers: Record<string, string>, body:
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
     const req = send(url, { method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
       const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
+      let size = 0;
+      res.on("data", (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_RESPONSE_BYTES) return void req.destroy(new Error(`response larger than ${MAX_RESPONSE_BYTES} bytes`));
+        chunks.push(c);
+      });
       res.on("end", () => {
         clearTimeout(timer);
         resolve({ status: res.statusCode ?? 0, headers: headerSource(res.headers), text: Buffer.concat(chunks).toString("utf8") });
@@ -136,7 +147,9 @@ export class RemoteEvaluator implements Evaluator {
       res = await post(this.url, this.agent, headers, body, this.options.timeoutMs ?? 60_000, signal);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
-      return { ok: false, error: new UpstreamUnavailableError(`${this.endpoint}: ${(error as Error).message}`), retry: true };
+      const code = (error as NodeJS.ErrnoException).code;
+      const unreachable = code !== undefined && UNREACHABLE.has(code);
+      return { ok: false, error: new UpstreamUnavailableError(`${this.endpoint}: ${(error as Error).message}`, { cause: error, unreachable }), retry: true };
     }
     let json: unknown;
     try {

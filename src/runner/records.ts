@@ -1,6 +1,7 @@
 /** From a record to a request: the state by field or dotted path, the id, kept fields, the shard. */
 import { createHash } from "node:crypto";
 import type { SystemOneRequest } from "../api/schema.js";
+import { MAX_BODY_BYTES } from "../api/limits.js";
 import { validateRequest } from "../api/validate.js";
 import type { Job } from "./job.js";
 import type { SourceItem } from "./sources.js";
@@ -36,12 +37,17 @@ export function buildRequest(job: Job, record: unknown, line: number): Built {
   return { ok: true, id, keep, request: { state: state as SystemOneRequest["state"], model: job.model, questions: job.questions } };
 }
 
+/** The JSON a request is sent as, and its identity. */
+function requestText(request: SystemOneRequest): string {
+  return JSON.stringify([request.model, request.state, request.questions]);
+}
+
 /**
  * A request's identity: identical requests (same state, model and questions)
  * to the same model identity (see `Evaluator.identity`) have the same hash.
  */
-export function requestHash(request: SystemOneRequest, identity = ""): string {
-  return createHash("sha256").update(JSON.stringify([identity, request.model, request.state, request.questions])).digest("hex");
+function requestHash(text: string, identity: string): string {
+  return createHash("sha256").update(identity).update("\n").update(text).digest("hex");
 }
 
 export interface Shard {
@@ -92,5 +98,12 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
     const detail = checked.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("; ");
     return { kind: "invalid", id: built.id, status: 422, type: "validation_error", message: `line ${item.line}: ${detail}` };
   }
-  return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(checked.value, identity) };
+  // Refused before any tokenizing: a body over the limit would be a 413 from any server.
+  const text = requestText(checked.value);
+  const bytes = Buffer.byteLength(text);
+  if (bytes > MAX_BODY_BYTES) {
+    const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+    return { kind: "invalid", id: built.id, status: 413, type: "payload_too_large", message: `line ${item.line}: the request would be ${mib(bytes)}, over the ${mib(MAX_BODY_BYTES)} a request may be` };
+  }
+  return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(text, identity) };
 }

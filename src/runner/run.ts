@@ -24,7 +24,7 @@ import { Journal, type AnswerEntry, type ErrorEntry } from "./journal.js";
 import type { RunLimiter } from "./limiter.js";
 import { writeOutputs, type OutputTarget } from "./outputs.js";
 import { prepareItem, type Shard } from "./records.js";
-import type { Format, Source, SourceItem } from "./sources.js";
+import { SourceError, type Format, type Source, type SourceItem } from "./sources.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
 
 export interface RunProgress {
@@ -62,8 +62,8 @@ export interface RunOptions {
 
 export interface RunResult {
   summary: UsageSummary;
-  /** 0 all answered, 1 some failed, 3 aborted and resumable. */
-  exitCode: 0 | 1 | 3;
+  /** 0 all answered, 1 some failed, 2 the input is unreadable past some point, 3 aborted and resumable. */
+  exitCode: 0 | 1 | 2 | 3;
   aborted?: string;
 }
 
@@ -145,7 +145,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
         const typed = error instanceof TypedEvalError ? error : undefined;
         const retryable = !!typed && typed.retryable;
         if (!retryable || attempt >= maxRetries) {
-          if (error instanceof UpstreamUnavailableError && !error.message.includes("invalid response")) {
+          if (error instanceof UpstreamUnavailableError && error.unreachable) {
             throw new AbortRun(`the endpoint is unreachable (${error.message})`);
           }
           return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
@@ -217,6 +217,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   const slots = options.concurrency * 2;
   let freed: (() => void) | undefined;
   let aborted: string | undefined;
+  let badInput = false;
   const tasks = new Set<Promise<void>>();
   const timer = setInterval(report, 500);
   try {
@@ -242,7 +243,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     }
     await Promise.all(tasks);
   } catch (error) {
-    // The source itself failed (a CSV syntax error, a gzip error): stop, keep what finished.
+    // The source itself failed (a CSV syntax error, invalid UTF-8, a gzip or network error): stop, keep what finished.
+    badInput = !aborted && error instanceof SourceError;
     aborted ??= (error as Error).message;
     abort.abort(error);
     await Promise.allSettled(tasks);
@@ -285,7 +287,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     summary.records.answered = stats.answered + stats.resumed;
     summary.records.failed = stats.failed;
     summary.tokens.input = stats.inputTokens;
-    return { summary: finish(summary), exitCode: 3, aborted };
+    return { summary: finish(summary), exitCode: badInput ? 2 : 3, aborted };
   }
   const written = await writeOutputs(options.journalPath, job, options.answers, options.errors);
   summary.records.answered = written.answered;

@@ -4,11 +4,15 @@
  * memory stays flat whatever the input size. A record that cannot be parsed
  * becomes an error item with its line number; the stream goes on.
  */
+import { isUtf8 } from "node:buffer";
 import { createReadStream, statSync } from "node:fs";
-import { createInterface } from "node:readline";
-import { PassThrough, type Readable } from "node:stream";
+import { PassThrough, Transform, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
+import { depthExceededAt, MAX_JSON_DEPTH } from "../api/json.js";
+
+/** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
+export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
 
 export type Format = "jsonl" | "csv";
 
@@ -35,8 +39,10 @@ export function formatOf(location: string, explicit?: Format): Format {
 }
 
 /** Gunzips a stream when it starts with the gzip magic bytes; passes it through otherwise. */
-export function maybeGunzip(input: Readable): Readable {
+export function maybeGunzip(input: Readable, name: string): Readable {
   const out = new PassThrough();
+  // Errors reach the reader through `destroy`; this listener keeps `pipe` from rethrowing them as uncaught.
+  out.on("error", () => undefined);
   input.once("error", (e) => out.destroy(e));
   input.once("readable", () => {
     const first = input.read() as Buffer | null;
@@ -46,7 +52,7 @@ export function maybeGunzip(input: Readable): Readable {
     }
     if (first.length >= 2 && first[0] === 0x1f && first[1] === 0x8b) {
       const gunzip = createGunzip();
-      gunzip.once("error", (e) => out.destroy(new SourceError(`not valid gzip: ${e.message}`)));
+      gunzip.once("error", (e) => out.destroy(new SourceError(`${name}: not valid gzip: ${e.message}`)));
       gunzip.pipe(out);
       gunzip.write(first);
       input.pipe(gunzip);
@@ -64,47 +70,169 @@ function counted(input: Readable, counter: { bytes: number }): Readable {
   return input;
 }
 
-async function* jsonlItems(stream: Readable, source: string, firstSeq: number): AsyncGenerator<SourceItem> {
-  const lines = createInterface({ input: stream, crlfDelay: Infinity });
-  let line = 0;
-  let seq = firstSeq;
-  for await (const text of lines) {
-    line++;
-    const trimmed = line === 1 ? text.replace(/^\uFEFF/, "").trim() : text.trim();
-    if (trimmed === "") continue;
-    try {
-      yield { seq: seq++, line, source, record: JSON.parse(trimmed) as unknown };
-    } catch (error) {
-      yield { seq: seq++, line, source, error: `invalid JSON: ${(error as Error).message}` };
+const MiB = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** A line's bytes, or how long a line was that exceeded `max` (its bytes were dropped as they came). */
+type RawLine = { bytes: Buffer } | { tooLong: number };
+
+/** Splits a byte stream at newlines without decoding it, so each line's UTF-8 can be checked on its own. */
+export async function* byteLines(stream: AsyncIterable<Buffer>, max = MAX_RECORD_BYTES): AsyncGenerator<RawLine> {
+  let parts: Buffer[] = [];
+  let held = 0;
+  let dropped = 0; // bytes of the current line thrown away once it passed `max`
+  const take = (piece: Buffer) => {
+    if (dropped > 0 || held + piece.length > max) {
+      dropped += held + piece.length;
+      parts = [];
+      held = 0;
+    } else if (piece.length > 0) {
+      parts.push(piece);
+      held += piece.length;
     }
+  };
+  const end = (): RawLine => {
+    const line: RawLine = dropped > 0 ? { tooLong: dropped } : { bytes: parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, held) };
+    parts = [];
+    held = 0;
+    dropped = 0;
+    return line;
+  };
+  for await (const chunk of stream) {
+    let from = 0;
+    for (let nl = chunk.indexOf(10, from); nl !== -1; nl = chunk.indexOf(10, from)) {
+      take(chunk.subarray(from, nl));
+      yield end();
+      from = nl + 1;
+    }
+    // Copied: a subarray would keep the whole chunk alive while the line waits for its end.
+    if (from < chunk.length) take(Buffer.from(chunk.subarray(from)));
+  }
+  if (held > 0 || dropped > 0) yield end();
+}
+
+/** The record of one JSONL line, nothing for a blank line, or why it is not a record. */
+function parseJsonLine(bytes: Buffer, first: boolean): { record: unknown } | { error: string } | undefined {
+  if (!isUtf8(bytes)) return { error: `invalid UTF-8 at byte ${firstInvalidUtf8(bytes)} of the line` };
+  let text = bytes.toString("utf8");
+  if (first) text = text.replace(/^\uFEFF/, "");
+  text = text.trim();
+  if (text === "") return undefined;
+  const deep = depthExceededAt(text, MAX_JSON_DEPTH);
+  if (deep >= 0) return { error: `nested deeper than ${MAX_JSON_DEPTH} levels (at character ${deep})` };
+  try {
+    return { record: JSON.parse(text) as unknown };
+  } catch (error) {
+    return { error: `invalid JSON: ${(error as Error).message}` };
   }
 }
 
+/** Offset of the first byte that does not start a well-formed UTF-8 character. */
+export function firstInvalidUtf8(bytes: Buffer): number {
+  for (let i = 0; i < bytes.length; ) {
+    const lead = bytes[i] as number;
+    const size = lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+    // isUtf8 on the one character rejects bad continuations, overlong forms and surrogates.
+    if (size === 0 || !isUtf8(bytes.subarray(i, i + size)) || i + size > bytes.length) return i;
+    i += size;
+  }
+  return bytes.length;
+}
+
+async function* jsonlItems(stream: Readable, source: string, firstSeq: number): AsyncGenerator<SourceItem> {
+  let line = 0;
+  let seq = firstSeq;
+  for await (const raw of byteLines(stream)) {
+    line++;
+    if ("tooLong" in raw) {
+      yield { seq: seq++, line, source, error: `line is ${MiB(raw.tooLong)}, over the ${MiB(MAX_RECORD_BYTES)} a record may be` };
+      continue;
+    }
+    const parsed = parseJsonLine(raw.bytes, line === 1);
+    if (parsed) yield { seq: seq++, line, source, ...parsed };
+  }
+}
+
+/** Passes bytes through, failing the stream at the first invalid UTF-8 (CSV records span lines, so there is no row to blame). */
+function utf8Checked(source: string): Transform {
+  const decoder = new TextDecoder("utf-8", { fatal: true });
+  let offset = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      try {
+        decoder.decode(chunk, { stream: true });
+      } catch {
+        // A character cut by the chunk boundary is checked with the next chunk: the break is at most 3 bytes earlier.
+        return callback(new SourceError(`${source}: invalid UTF-8 near byte ${offset + firstInvalidUtf8(chunk)}`));
+      }
+      offset += chunk.length;
+      callback(null, chunk);
+    },
+    flush(callback) {
+      try {
+        decoder.decode();
+        callback();
+      } catch {
+        callback(new SourceError(`${source}: invalid UTF-8: the input ends inside a character`));
+      }
+    },
+  });
+}
+
 async function* csvItems(stream: Readable, source: string, firstSeq: number): AsyncGenerator<SourceItem> {
-  const parser = stream.pipe(
+  let lastLine = 1; // where the previous record (or the header) ended
+  const checked = stream.pipe(utf8Checked(source));
+  stream.once("error", (e) => checked.destroy(e));
+  const parser = checked.pipe(
     parseCsv({
       bom: true,
       columns: true,
       relax_column_count: true,
+      // A quote inside an unquoted field is a character (as Python's csv and spreadsheets read it).
+      relax_quotes: true,
       skip_empty_lines: true,
       info: true,
+      max_record_size: MAX_RECORD_BYTES,
+      // A broken record becomes an error row; the records around it are still read.
+      skip_records_with_error: true,
+      // Where the parser is (it runs ahead of the reader): a skipped record starts after the last one parsed.
+      on_record: (record: unknown, context: { lines: number }) => {
+        lastLine = context.lines;
+        return record;
+      },
     }),
   );
+  checked.once("error", (e) => parser.destroy(e));
+  // Skipped records are reported in input order: the parser fires `skip` before it pushes any later record.
+  const skipped: { from: number; to: number; message: string }[] = [];
+  parser.on("skip", (e: Error & { lines?: number }) => {
+    const to = e.lines ?? lastLine + 1;
+    skipped.push({ from: Math.min(lastLine + 1, to), to, message: e.message });
+    lastLine = to;
+  });
   let seq = firstSeq;
+  const drainSkipped = function* (before: number): Generator<SourceItem> {
+    while (skipped.length > 0 && (skipped[0] as { from: number }).from < before) {
+      const bad = skipped.shift() as { from: number; to: number; message: string };
+      const span = bad.to > bad.from ? ` (it runs to line ${bad.to}${/not closed/i.test(bad.message) ? ", the end of the input" : ""})` : "";
+      yield { seq: seq++, line: bad.from, source, error: `CSV error in the record at line ${bad.from}${span}: ${bad.message}` };
+    }
+  };
   try {
     for await (const row of parser as AsyncIterable<{ record: Record<string, string>; info: { lines: number } }>) {
+      yield* drainSkipped(row.info.lines);
       yield { seq: seq++, line: row.info.lines, source, record: row.record };
     }
+    yield* drainSkipped(Number.POSITIVE_INFINITY);
   } catch (error) {
+    if (error instanceof SourceError) throw error;
     const e = error as Error & { lines?: number };
-    // A CSV syntax error (an unclosed quote) leaves the rest unreadable: report where, and stop.
     throw new SourceError(`${source}: CSV error${e.lines ? ` at line ${e.lines}` : ""}: ${e.message}`);
   }
 }
 
 /** Records of one byte stream. */
 export function itemsOf(stream: Readable, format: Format, source: string, firstSeq = 0): AsyncGenerator<SourceItem> {
-  const plain = maybeGunzip(stream);
+  const plain = maybeGunzip(stream, source);
   return format === "csv" ? csvItems(plain, source, firstSeq) : jsonlItems(plain, source, firstSeq);
 }
 

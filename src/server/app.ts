@@ -26,7 +26,8 @@ import { validateRequest } from "../api/validate.js";
 import type { ModelRouter } from "../evaluator/router.js";
 import type { Logger } from "../logging/logger.js";
 import { limitsOf, type Account, type AccountStore } from "./accounts.js";
-import { parseJsonBody } from "./json.js";
+import { parseJsonBody } from "../api/json.js";
+import { MAX_BODY_BYTES } from "../api/limits.js";
 import { RateLimiter } from "./ratelimit.js";
 
 export interface ServerOptions {
@@ -91,7 +92,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   const app = Fastify({
     logger: false,
-    bodyLimit: options.bodyLimit ?? 8 * 1024 * 1024,
+    bodyLimit: options.bodyLimit ?? MAX_BODY_BYTES,
     genReqId: () => `req_${randomUUID().replaceAll("-", "")}`,
     return503OnClosing: true,
   });

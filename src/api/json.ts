@@ -3,7 +3,7 @@
  * hostile body cannot exhaust the parser's stack), and every failure a
  * FastAPI-shaped 422 `json_invalid` at the byte position where it failed.
  */
-import { UnprocessableEntityError } from "../api/errors.js";
+import { UnprocessableEntityError } from "./errors.js";
 
 /** Deepest nesting of arrays and objects a body may have. */
 export const MAX_JSON_DEPTH = 64;

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
-import { depthExceededAt, parseJsonBody, syntaxErrorAt } from "../../src/server/json.js";
+import { depthExceededAt, parseJsonBody, syntaxErrorAt } from "../../src/api/json.js";
 
 describe("request body parsing", () => {
   it("finds the offset of the first syntax error", () => {
