@@ -8,7 +8,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import Bottleneck from "bottleneck";
-import { createWriteStream, mkdtempSync, writeFileSync } from "node:fs";
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LlamaEngine } from "../src/engines/llama.js";
@@ -101,53 +101,69 @@ async function atLimit(label: string, records: number, stateChars: number, rpm: 
   }
 }
 
+/**
+ * Throughput and memory: the CLI itself (its peak RSS from /usr/bin/time), an
+ * upstream that answers at once, limits far away, at several input sizes
+ * (BENCH_RECORDS) to show memory stays flat.
+ */
+async function throughput(figures: Record<string, number>, ratios: Ratio[]): Promise<void> {
+  const up = await upstream(0, 0, 1e12, 1e15);
+  try {
+    const jobPath = join(dir, "job.json");
+    writeFileSync(jobPath, JSON.stringify(job));
+    const sizes = (process.env["BENCH_RECORDS"] ?? "20000,100000").split(",").map(Number);
+    const peaks: number[] = [];
+    for (const n of sizes) {
+      const input = await writeInput(`throughput-${n}.jsonl`, n, 900);
+      const out = join(dir, `throughput-${n}.out.jsonl`);
+      const started = Date.now();
+      const time = spawnSync(
+        "/usr/bin/time",
+        ["-f", "%M", process.execPath, join(import.meta.dirname, "../bin/typed-eval.js"), "run", input, "--job", jobPath, "-o", out, "--base-url", up.url, "--rpm", "1e12", "--tps", "1e15", "--concurrency", "64"],
+        { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
+      );
+      const seconds = (Date.now() - started) / 1000;
+      if (time.status !== 0) throw new Error(`run failed: ${time.stderr}`);
+      const peakMiB = Number(time.stderr.trim().split("\n").at(-1)) / 1024;
+      peaks.push(peakMiB);
+      figures[`throughput ${n} records (${((n * 960) / 2 ** 20).toFixed(0)} MiB): records/s`] = n / seconds;
+      figures[`throughput ${n} records: peak RSS MiB`] = peakMiB;
+      rmSync(input, { force: true }); // a 1,000,000-record input is about 1 GB
+    }
+    ratios.push({ name: "throughput: peak RSS MiB, largest input", value: peaks.at(-1)!, goal: { max: 300 } });
+    ratios.push({ name: "throughput: peak RSS largest / smallest input", value: peaks.at(-1)! / peaks[0]! });
+  } finally {
+    up.stop();
+  }
+}
+
+/** Bottleneck's own scheduling ceiling: trivial jobs through a bare limiter. */
+async function bottleneckCeiling(figures: Record<string, number>): Promise<void> {
+  const bare = new Bottleneck({ maxConcurrent: 64 });
+  const jobs = Number(process.env["BENCH_BOTTLENECK_JOBS"] ?? 2000);
+  const started = Date.now();
+  await Promise.all(Array.from({ length: jobs }, () => bare.schedule(() => new Promise<void>((r) => setImmediate(r)))));
+  figures["Bottleneck alone (maxConcurrent 64): trivial jobs/s"] = jobs / ((Date.now() - started) / 1000);
+  await bare.stop();
+}
+
 const benchmark: Benchmark = {
   name: "runner",
   description: "batch runner: at the request limit, at the token limit, throughput and memory, estimate accuracy",
   async run() {
     const figures: Record<string, number> = {};
     const ratios: Ratio[] = [];
+    // BENCH_PARTS picks parts (limits,throughput,bottleneck,estimate), e.g. for the 1,000,000-record run alone.
+    const parts = new Set((process.env["BENCH_PARTS"] ?? "limits,throughput,bottleneck,estimate").split(","));
     const seconds = Number(process.env["BENCH_LIMIT_SECONDS"] ?? 60);
-    await atLimit("request-bound", 100 * seconds, 40, 6000, 1e9, figures, ratios);
-    await atLimit("token-bound", 100 * seconds, 4000, 1e9, 100_000, figures, ratios);
-
-    // Throughput and memory: the CLI itself (its peak RSS from /usr/bin/time), an upstream that answers
-    // at once, limits far away, at two input sizes to show memory stays flat.
-    const up = await upstream(0, 0, 1e12, 1e15);
-    try {
-      const jobPath = join(dir, "job.json");
-      writeFileSync(jobPath, JSON.stringify(job));
-      const sizes = (process.env["BENCH_RECORDS"] ?? "20000,100000").split(",").map(Number);
-      const peaks: number[] = [];
-      for (const n of sizes) {
-        const input = await writeInput(`throughput-${n}.jsonl`, n, 900);
-        const out = join(dir, `throughput-${n}.out.jsonl`);
-        const started = Date.now();
-        const time = spawnSync(
-          "/usr/bin/time",
-          ["-f", "%M", process.execPath, join(import.meta.dirname, "../bin/typed-eval.js"), "run", input, "--job", jobPath, "-o", out, "--base-url", up.url, "--rpm", "1e12", "--tps", "1e15", "--concurrency", "64"],
-          { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
-        );
-        const seconds = (Date.now() - started) / 1000;
-        if (time.status !== 0) throw new Error(`run failed: ${time.stderr}`);
-        const peakMiB = Number(time.stderr.trim().split("\n").at(-1)) / 1024;
-        peaks.push(peakMiB);
-        figures[`throughput ${n} records (${((n * 960) / 2 ** 20).toFixed(0)} MiB): records/s`] = n / seconds;
-        figures[`throughput ${n} records: peak RSS MiB`] = peakMiB;
-      }
-      ratios.push({ name: "throughput: peak RSS MiB, largest input", value: peaks.at(-1)!, goal: { max: 300 } });
-      ratios.push({ name: "throughput: peak RSS largest / smallest input", value: peaks.at(-1)! / peaks[0]! });
-    } finally {
-      up.stop();
+    if (parts.has("limits")) {
+      await atLimit("request-bound", 100 * seconds, 40, 6000, 1e9, figures, ratios);
+      await atLimit("token-bound", 100 * seconds, 4000, 1e9, 100_000, figures, ratios);
     }
 
-    // Bottleneck's own scheduling ceiling: trivial jobs through a bare limiter.
-    const bare = new Bottleneck({ maxConcurrent: 64 });
-    const jobs = Number(process.env["BENCH_BOTTLENECK_JOBS"] ?? 2000);
-    const bnStart = Date.now();
-    await Promise.all(Array.from({ length: jobs }, () => bare.schedule(() => new Promise<void>((r) => setImmediate(r)))));
-    figures["Bottleneck alone (maxConcurrent 64): trivial jobs/s"] = jobs / ((Date.now() - bnStart) / 1000);
-    await bare.stop();
+    if (parts.has("throughput")) await throughput(figures, ratios);
+    if (parts.has("bottleneck")) await bottleneckCeiling(figures);
+    if (!parts.has("estimate")) return { figures, ratios };
 
     // Estimate accuracy with the embedded model (exact tokenizer) on the bundled example job.
     const engine = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 8192 });
