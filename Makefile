@@ -6,13 +6,14 @@ NPM_STAMP := node_modules/.typed-eval-installed
 
 ACCOUNTS ?= accounts.json
 
-.PHONY: help install test typecheck unit eval serve bench build clean
+.PHONY: help install test typecheck unit eval serve bench build clean soak
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
 	@echo "make test    install dependencies, type-check, run the tests"
 	@echo "make serve   run the HTTP API on 127.0.0.1:8787 (creates a dev key on first run)"
 	@echo "make bench   run the benchmarks and print their ratios"
+	@echo "make soak    the long reliability tests (kills, faults, fuzzing, load)"
 	@echo "make build   compile TypeScript to dist/"
 
 # Install when node_modules is missing or older than the lock file. Not
@@ -41,6 +42,11 @@ unit: $(NPM_STAMP)
 	npx vitest run
 
 test: typecheck unit
+
+# The long variants of the reliability tests (test/reliability): 100 kills, 100,000
+# fuzzed bodies, three minutes of load. About 30 minutes on two cores.
+soak: $(NPM_STAMP)
+	SOAK=1 npx vitest run test/reliability
 
 # The main job: the bundled ticket-triage example unless DATA/JOB/OUT say otherwise.
 # The default model downloads on first use; offline, set MODEL_PATH to a local GGUF.
