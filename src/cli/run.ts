@@ -43,6 +43,7 @@ interface RunArgs extends JobArgs {
   journal: string | undefined;
   "dry-run": boolean;
   "max-retries": number;
+  "max-failures-in-a-row": number;
 }
 
 /** Options shared by `run` and `estimate`. */
@@ -111,7 +112,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
       .option("journal", { type: "string", describe: "the resumable run state (default: <output>.journal)" })
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
-      .option("max-retries", { type: "number", default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }),
+      .option("max-retries", { type: "number", default: 6, describe: "retries per record on 408, 429, 5xx and network errors" })
+      .option("max-failures-in-a-row", { type: "number", default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" }),
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
     // lets the heap grow with the input before it collects (260 MiB peak at
@@ -152,6 +154,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         shard,
         pricePerMillion: price,
         maxRetries: args["max-retries"],
+        maxFailuresInARow: args["max-failures-in-a-row"],
         logger,
         onProgress: (p) => {
           const note = `${p.read} read, ${p.answered} answered, ${p.failed} failed, ${p.resumed} resumed, ${p.inputTokens.toLocaleString("en-US")} tokens, $${p.costUsd.toFixed(4)}`;

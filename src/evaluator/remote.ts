@@ -148,7 +148,8 @@ export class RemoteEvaluator implements Evaluator {
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const code = (error as NodeJS.ErrnoException).code;
-      const unreachable = code !== undefined && UNREACHABLE.has(code);
+      // TLS failures (bad certificate, https to a plain-http port) are the endpoint's, whatever the request.
+      const unreachable = code !== undefined && (UNREACHABLE.has(code) || /CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code));
       return { ok: false, error: new UpstreamUnavailableError(`${this.endpoint}: ${(error as Error).message}`, { cause: error, unreachable }), retry: true };
     }
     let json: unknown;

@@ -56,6 +56,12 @@ export interface RunOptions {
   maxRetries?: number;
   /** Responses kept for identical requests later in the run. */
   dedupCache?: number;
+  /**
+   * Records in a row that may fail on the endpoint's side (5xx, timeouts,
+   * resets, invalid answers, after their retries) before the run aborts as
+   * resumable instead of filling the errors file. Default 50.
+   */
+  maxFailuresInARow?: number;
   logger: Logger;
   onProgress?: (progress: RunProgress) => void;
 }
@@ -123,6 +129,17 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     const entry: ErrorEntry = { k: "error", seq: item.seq, line: item.line, source: item.source, id, status, type, message, ...(h ? { h } : {}) };
     journal.append(entry);
     stats.failed++;
+  };
+
+  // An endpoint that fails every record is down, not picky: stop, and let a rerun resume, rather than
+  // write the whole input to the errors file.
+  const maxInARow = options.maxFailuresInARow ?? 50;
+  let failuresInARow = 0;
+  const endpointFailed = (outcome: Outcome) => {
+    if (outcome.ok) failuresInARow = 0;
+    else if ((outcome.status === 0 || outcome.status === 408 || outcome.status >= 500) && ++failuresInARow >= maxInARow) {
+      throw new AbortRun(`the endpoint failed ${failuresInARow} records in a row with nothing answered between them (the last: ${outcome.message})`);
+    }
   };
 
   /** One request, with retries; every attempt goes through the limiter. */
@@ -201,6 +218,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     inFlight.set(hash, attempt);
     try {
       const outcome = await attempt;
+      endpointFailed(outcome);
       if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
       const { response, labelMass } = outcome.evaluation;
       journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });

@@ -121,11 +121,12 @@ function runAndKill(output: string, moment: Moment, journal: string, partial: st
   });
 }
 
-async function s3Rows(key: string): Promise<number | undefined> {
+/** The text of an S3 object, or undefined when there is none. */
+async function s3Text(key: string): Promise<string | undefined> {
   const client = new S3Client({ endpoint: s3Endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
   try {
     const object = await client.send(new GetObjectCommand({ Bucket: "out", Key: key }));
-    return (await object.Body!.transformToString()).split("\n").filter(Boolean).length;
+    return await object.Body!.transformToString();
   } catch {
     return undefined;
   } finally {
@@ -160,8 +161,8 @@ describe("kill -9 at 20 moments, then finish", () => {
       }
       // Whatever the moment, an output that exists is complete: never a half-written file or object.
       if (s3) {
-        const rows = await s3Rows("answers.jsonl");
-        if (rows !== undefined) expect(rows).toBe(RECORDS);
+        const text = await s3Text("answers.jsonl");
+        if (text !== undefined) expect(text.split("\n").filter(Boolean)).toHaveLength(RECORDS);
       } else if (existsSync(local)) expect(lines(local)).toBe(RECORDS);
     }
 
@@ -170,13 +171,7 @@ describe("kill -9 at 20 moments, then finish", () => {
     expect(finishLocal.code).toBe(0);
     const finishS3 = await runCli(args("s3://out/answers.jsonl"), { cwd: dir, env: env() });
     expect(finishS3.code).toBe(0);
-    for (const text of [readFileSync(local, "utf8"), await (async () => {
-      const client = new S3Client({ endpoint: s3Endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
-      const object = await client.send(new GetObjectCommand({ Bucket: "out", Key: "answers.jsonl" }));
-      const body = await object.Body!.transformToString();
-      client.destroy();
-      return body;
-    })()]) {
+    for (const text of [readFileSync(local, "utf8"), (await s3Text("answers.jsonl")) ?? ""]) {
       const ids = text.split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id);
       const unique = new Set(ids);
       const lost = RECORDS - unique.size;

@@ -242,3 +242,40 @@ describe("runner against a faulty upstream", () => {
     );
   }, 300_000);
 });
+
+describe("an endpoint that fails everything", () => {
+  it("aborts resumably after --max-failures-in-a-row records, and a rerun against a healthy endpoint finishes", async () => {
+    let healthy = false;
+    const flaky = createServer((req, res) => {
+      let text = "";
+      req.on("data", (c: Buffer) => (text += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(text) as SystemOneRequest;
+        res.writeHead(healthy ? 200 : 503, { "content-type": "application/json" });
+        res.end(JSON.stringify(healthy ? { model: "m-1", answers: plausibleAnswers(body.questions), usage: { input_tokens: 5, output_tokens: 1 } } : { detail: "down for maintenance" }));
+      });
+    });
+    await new Promise<void>((resolve) => flaky.listen(0, "127.0.0.1", resolve));
+    try {
+      const base = `http://127.0.0.1:${(flaky.address() as AddressInfo).port}`;
+      const input = join(dir, "down.jsonl");
+      writeFileSync(input, Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: `d${i}`, text: `record ${i}` })).join("\n"));
+      const jobPath = join(dir, "down.job.json");
+      writeFileSync(jobPath, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+      const out = join(dir, "down.out.jsonl");
+      const args = ["run", input, "--job", jobPath, "-o", out, "--base-url", base, "--max-retries", "0", "--max-failures-in-a-row", "10", "--concurrency", "2"];
+      const options = { cwd: dir, env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k" } };
+      const down = await runCli(args, options);
+      expect(down.code).toBe(3);
+      expect(down.stderr).toMatch(/aborted: the endpoint failed 10 records in a row with nothing answered between them \(the last: .*down for maintenance\)/);
+      expect(down.stderr).toMatch(/rerun the same command to resume/);
+      healthy = true;
+      const back = await runCli(args, options);
+      expect(back.code).toBe(0);
+      expect(read<Row>(out)).toHaveLength(200);
+      expect(read<ErrorRow>(`${out}.errors.jsonl`)).toHaveLength(0);
+    } finally {
+      flaky.close();
+    }
+  }, 120_000);
+});
