@@ -1,0 +1,70 @@
+/** The byte-level pieces of the JSONL reader: line splitting over any chunking, and where UTF-8 breaks. */
+import { isUtf8 } from "node:buffer";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { byteLines, firstInvalidUtf8 } from "../../src/runner/sources.js";
+
+async function collect(chunks: Buffer[], max?: number) {
+  const out: (string | number)[] = [];
+  for await (const line of byteLines(
+    (async function* () {
+      yield* chunks;
+    })(),
+    max,
+  )) {
+    out.push("bytes" in line ? line.bytes.toString("latin1") : line.tooLong);
+  }
+  return out;
+}
+
+/** Cuts a buffer at the given offsets. */
+const cut = (whole: Buffer, offsets: number[]) => {
+  const points = [...new Set(offsets.map((o) => o % (whole.length + 1)))].sort((a, b) => a - b);
+  const pieces: Buffer[] = [];
+  let from = 0;
+  for (const p of [...points, whole.length]) {
+    pieces.push(whole.subarray(from, p));
+    from = p;
+  }
+  return pieces;
+};
+
+describe("byteLines", () => {
+  it("gives the same lines as splitting the whole text, however the stream is chunked", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.string({ unit: fc.constantFrom("a", "b", "\n", "\r", "é") }), { maxLength: 20 }), fc.array(fc.nat(), { maxLength: 8 }), async (parts, offsets) => {
+        const whole = Buffer.from(parts.join(""), "latin1");
+        const expected = whole.toString("latin1").split("\n");
+        if (expected.at(-1) === "") expected.pop(); // a final newline ends the last line; it does not start another
+        expect(await collect(cut(whole, offsets))).toEqual(expected);
+      }),
+    );
+  });
+
+  it("drops a line longer than the bound as it streams, reports its length, and goes on", async () => {
+    const lines = await collect([Buffer.from("ok\nxxxx"), Buffer.from("xxxx"), Buffer.from("xx\nnext\n")], 5);
+    expect(lines).toEqual(["ok", 10, "next"]);
+    expect(await collect([Buffer.from("abcde\nabcdef")], 5)).toEqual(["abcde", 6]);
+  });
+});
+
+describe("firstInvalidUtf8", () => {
+  it("is the length exactly for valid UTF-8, and otherwise the end of the longest valid prefix", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 24 }), fc.string({ unit: "binary", maxLength: 8 }), (noise, text) => {
+        const bytes = Buffer.concat([Buffer.from(text, "utf8"), Buffer.from(noise)]);
+        const at = firstInvalidUtf8(bytes);
+        expect(at === bytes.length).toBe(isUtf8(bytes));
+        expect(isUtf8(bytes.subarray(0, at))).toBe(true);
+        // The text part is valid (Buffer.from encodes lone surrogates as U+FFFD): the break is never inside it.
+        expect(at).toBeGreaterThanOrEqual(Buffer.byteLength(text, "utf8"));
+      }),
+    );
+  });
+
+  it("points at the first byte of a lone surrogate, an overlong form, a cut character", () => {
+    expect(firstInvalidUtf8(Buffer.from([0x61, 0xed, 0xa0, 0x80]))).toBe(1);
+    expect(firstInvalidUtf8(Buffer.from([0x61, 0x62, 0xc0, 0xaf]))).toBe(2);
+    expect(firstInvalidUtf8(Buffer.from([0x61, 0xe2, 0x82]))).toBe(1);
+  });
+});
