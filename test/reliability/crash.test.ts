@@ -8,7 +8,7 @@
  * SOAK=1 kills 100 times over a larger input.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -77,6 +77,26 @@ const args = (output: string) => ["run", "in.jsonl", "--job", "job.json", "-o", 
 
 const lines = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").split("\n").filter(Boolean).length : 0);
 
+/** Counts a growing file's lines by reading only what was added since the last call (polled every 2 ms). */
+function lineCounter(path: string): () => number {
+  let offset = 0;
+  let count = 0;
+  const buffer = Buffer.alloc(1 << 20);
+  return () => {
+    if (!existsSync(path)) return count;
+    const fd = openSync(path, "r");
+    try {
+      for (let n = readSync(fd, buffer, 0, buffer.length, offset); n > 0; n = readSync(fd, buffer, 0, buffer.length, offset)) {
+        for (let i = buffer.indexOf(10); i !== -1 && i < n; i = buffer.indexOf(10, i + 1)) count++;
+        offset += n;
+      }
+    } finally {
+      closeSync(fd);
+    }
+    return count;
+  };
+}
+
 type Moment = "start" | "requests" | "writing" | "upload";
 
 /** Multipart uploads s3rver holds for the output bucket. */
@@ -95,8 +115,8 @@ function uploads(): string[] {
 function runAndKill(output: string, moment: Moment, journal: string, partial: string): Promise<{ killed: boolean; code: number | null }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args(output)], { cwd: dir, env: env(), stdio: "ignore" });
-    const journaled = lines(journal);
-    const target = journaled + 1 + Math.floor(Math.random() * 60);
+    const journaled = lineCounter(journal);
+    const target = journaled() + 1 + Math.floor(Math.random() * 60);
     let killed = false;
     const kill = () => {
       if (killed) return;
@@ -107,10 +127,10 @@ function runAndKill(output: string, moment: Moment, journal: string, partial: st
     const uploadsBefore = new Set(uploads());
     let uploadAt: number | undefined;
     const poll = setInterval(() => {
-      if (moment === "requests" && lines(journal) >= target) kill();
+      if (moment === "requests" && journaled() >= target) kill();
       if (moment === "writing" && existsSync(partial)) kill();
       // s3rver keeps each multipart upload in a directory: a new one means the upload has begun.
-      if (moment === "upload" && uploadAt === undefined && uploads().some((u) => !uploadsBefore.has(u))) uploadAt = Date.now() + Math.random() * 40;
+      if (moment === "upload" && uploadAt === undefined && uploads().some((u) => !uploadsBefore.has(u))) uploadAt = Date.now() + Math.random() * 15;
       if (uploadAt !== undefined && Date.now() >= uploadAt) kill();
     }, 2);
     if (moment === "start") setTimeout(kill, Math.random() * 1500);
