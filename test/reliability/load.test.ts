@@ -9,10 +9,9 @@
  */
 import { Agent, request, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { gc } from "../support/gc.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { AccountStore, hashKey } from "../../src/server/accounts.js";
 import { buildServer } from "../../src/server/app.js";
@@ -23,8 +22,6 @@ const SECONDS = SOAK ? 180 : 10;
 const ACCOUNTS = 10;
 const RPM = 60;
 
-setFlagsFromString("--expose-gc");
-const gc = runInNewContext("gc") as () => void;
 
 const keyOf = (i: number) => `te_load_account_${String(i).padStart(3, "0")}_0123456789abcdef`;
 const GREEDY = ACCOUNTS; // the last account is the greedy one

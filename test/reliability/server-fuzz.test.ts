@@ -7,12 +7,11 @@
  * SOAK=1 sends 100,000 bodies.
  */
 import { connect } from "node:net";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { gc } from "../support/gc.js";
 import { validateResponseShape } from "../../src/api/validate.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
@@ -20,9 +19,6 @@ import { KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.
 
 const SOAK = process.env["SOAK"] === "1";
 
-/** A full collection on demand: V8 hands out its `gc` once the flag is set, even at run time. */
-setFlagsFromString("--expose-gc");
-const gc = runInNewContext("gc") as () => void;
 const BODIES = SOAK ? 100_000 : 10_000;
 
 let router: ModelRouter;
