@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import type { CommandModule } from "yargs";
+import { MAX_BODY_BYTES } from "../api/limits.js";
 import { openModels } from "../evaluator/factory.js";
 import { createLogger } from "../logging/logger.js";
 import { ModelRegistry } from "../models/registry.js";
@@ -32,7 +33,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
         .option("port", { type: "number", default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" })
         .option("models", { type: "array", string: true, default: [] as string[], describe: "models to serve (names, aliases or versioned ids); default: --model" })
         .option("max-queue", { type: "number", default: 64, describe: "requests in progress beyond which new ones get 529" })
-        .option("body-limit", { type: "number", default: 8 * 1024 * 1024, describe: "largest request body in bytes (413 beyond)" })
+        .option("body-limit", { type: "number", default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" })
         .option("shutdown-grace", { type: "number", default: 30_000, describe: "ms SIGTERM waits for in-flight requests" })
         .option("sequences", { type: "number", describe: "requests a local model evaluates at once (default 4)" }),
     ),

@@ -4,7 +4,7 @@ import type { SystemOneRequest } from "../api/schema.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { validateRequest } from "../api/validate.js";
 import type { Job } from "./job.js";
-import type { SourceItem } from "./sources.js";
+import { MiB, type SourceItem } from "./sources.js";
 
 /** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
 export function valueAt(record: unknown, path: string): unknown {
@@ -37,7 +37,7 @@ export function buildRequest(job: Job, record: unknown, line: number): Built {
   return { ok: true, id, keep, request: { state: state as SystemOneRequest["state"], model: job.model, questions: job.questions } };
 }
 
-/** The JSON a request is sent as, and its identity. */
+/** A request's content as JSON: what its identity is hashed from, and within a few bytes the size of the body sent. */
 function requestText(request: SystemOneRequest): string {
   return JSON.stringify([request.model, request.state, request.questions]);
 }
@@ -102,8 +102,7 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
   const text = requestText(checked.value);
   const bytes = Buffer.byteLength(text);
   if (bytes > MAX_BODY_BYTES) {
-    const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
-    return { kind: "invalid", id: built.id, status: 413, type: "payload_too_large", message: `line ${item.line}: the request would be ${mib(bytes)}, over the ${mib(MAX_BODY_BYTES)} a request may be` };
+    return { kind: "invalid", id: built.id, status: 413, type: "payload_too_large", message: `line ${item.line}: the request would be ${MiB(bytes)}, over the ${MiB(MAX_BODY_BYTES)} a request may be` };
   }
   return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(text, identity) };
 }

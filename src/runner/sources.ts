@@ -70,7 +70,8 @@ function counted(input: Readable, counter: { bytes: number }): Readable {
   return input;
 }
 
-const MiB = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+/** Bytes as MiB with one decimal, for the messages of size limits. */
+export const MiB = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 /** A line's bytes, or how long a line was that exceeded `max` (its bytes were dropped as they came). */
 type RawLine = { bytes: Buffer } | { tooLong: number };

@@ -1,5 +1,5 @@
 /** The remote evaluator against a scripted upstream over real HTTP, and typed-eval fronting typed-eval. */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -15,13 +15,14 @@ import { RemoteEvaluator } from "../../src/evaluator/remote.js";
 import { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
 import { call, KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.js";
+import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
 
 type Step = (req: IncomingMessage, res: ServerResponse, body: string) => void;
 
 /** An upstream that plays one scripted step per request, then answers correctly. */
 let script: Step[] = [];
 const seen: { headers: IncomingMessage["headers"]; body: unknown }[] = [];
-let upstream: Server;
+let upstream: Upstream;
 let base: string;
 
 const request: SystemOneRequest = { state: "s", model: "up-model", questions: { q: { type: "noul" }, c: { type: "choice", criteria: { a: null, b: null } } } };
@@ -31,27 +32,19 @@ const valid: SystemOneResponse = {
   usage: { input_tokens: 42, output_tokens: 2 },
 };
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => {
-  res.writeHead(status, { "content-type": "application/json", ...headers });
-  res.end(JSON.stringify(body));
-};
+const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => sendJson(res, status, body, headers);
 const reset: Step = (req) => req.socket.destroy();
 
 beforeAll(async () => {
-  upstream = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString()));
-    req.on("end", () => {
-      seen.push({ headers: req.headers, body: body ? JSON.parse(body) : undefined });
-      const step = script.shift() ?? json(200, valid);
-      step(req, res, body);
-    });
+  upstream = await startUpstream((req, res, body) => {
+    seen.push({ headers: req.headers, body: body ? JSON.parse(body) : undefined });
+    const step = script.shift() ?? json(200, valid);
+    step(req, res, body);
   });
-  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-  base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  base = upstream.url;
 });
 
-afterAll(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
+afterAll(() => upstream?.close());
 
 /** A remote evaluator that records its waits instead of sleeping. */
 function remote(maxRetries = 2) {

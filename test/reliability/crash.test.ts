@@ -9,8 +9,7 @@
  */
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
@@ -19,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { BIN, runCli } from "../support/cli.js";
+import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
 
 const SOAK = process.env["SOAK"] === "1";
 const RECORDS = SOAK ? 6000 : 1500;
@@ -27,28 +27,24 @@ let dir: string;
 let upstreamUrl: string;
 /** Requests the upstream answered, per record id: more than one means paid twice. */
 const paid = new Map<string, number>();
-const upstream = createServer((req, res) => {
-  let text = "";
-  req.on("data", (c: Buffer) => (text += c.toString()));
-  req.on("end", () => {
-    const body = JSON.parse(text) as SystemOneRequest;
-    const id = String(body.state).split(" ")[1] as string;
-    // A few milliseconds of latency, so requests are in flight when the kill comes.
-    setTimeout(() => {
-      paid.set(id, (paid.get(id) ?? 0) + 1);
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 20, output_tokens: 1 } }));
-    }, 1 + Math.random() * 4);
-  });
-});
+/** Answers at once but for a few milliseconds of latency, so requests are in flight when the kill comes. */
+function answer(res: ServerResponse, text: string): void {
+  const body = JSON.parse(text) as SystemOneRequest;
+  const id = String(body.state).split(" ")[1] as string;
+  setTimeout(() => {
+    paid.set(id, (paid.get(id) ?? 0) + 1);
+    sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 20, output_tokens: 1 } });
+  }, 1 + Math.random() * 4);
+}
+let upstream: Upstream;
 
 let s3: S3rver;
 let s3Endpoint: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-crash-"));
-  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-  upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  upstream = await startUpstream((_req, res, text) => answer(res, text));
+  upstreamUrl = upstream.url;
   s3 = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: "out", configs: [] }] });
   s3Endpoint = `http://127.0.0.1:${(await s3.run()).port}`;
   // Records carry a 4.5 KB field kept in the output: about 7 MB of answers, so writing takes a while and S3 uploads in parts.
@@ -58,8 +54,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  upstream.closeAllConnections();
-  upstream.close();
+  await upstream?.close();
   await s3?.close();
 });
 

@@ -8,8 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,6 +16,7 @@ import type { Answer, SystemOneRequest } from "../../src/api/schema.js";
 import type { UsageSummary } from "../../src/runner/usage.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { runCli } from "../support/cli.js";
+import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
 
 const SOAK = process.env["SOAK"] === "1";
 const RECORDS = SOAK ? 2000 : 120;
@@ -60,11 +60,7 @@ let url: string;
 const stats = { requests: 0, valid: 0, faults: new Map<Fault | "storm", number>() };
 const stalled: ServerResponse[] = [];
 let stormUntil = 0;
-const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-  let text = "";
-  req.on("data", (c: Buffer) => (text += c.toString()));
-  req.on("end", () => answer(req, res, JSON.parse(text) as SystemOneRequest));
-});
+let upstream: Upstream;
 const random = rng(20261121);
 
 function answer(req: IncomingMessage, res: ServerResponse, body: SystemOneRequest): void {
@@ -81,10 +77,7 @@ function answer(req: IncomingMessage, res: ServerResponse, body: SystemOneReques
   }
   if (fault) stats.faults.set(fault, (stats.faults.get(fault) ?? 0) + 1);
   const valid = { model: "faulty-1.0.0", answers: plausibleAnswers(body.questions, nouls(state)), usage: { input_tokens: 50, output_tokens: 2 } };
-  const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { "content-type": "application/json", ...headers });
-    res.end(typeof payload === "string" ? payload : JSON.stringify(payload));
-  };
+  const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => sendJson(res, status, payload, headers);
   const broken = (edit: (answers: Record<string, Record<string, unknown>>) => void) => {
     const answers = JSON.parse(JSON.stringify(valid.answers)) as Record<string, Record<string, unknown>>;
     edit(answers);
@@ -136,14 +129,13 @@ function answer(req: IncomingMessage, res: ServerResponse, body: SystemOneReques
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-faults-"));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  upstream = await startUpstream((req, res, text) => answer(req, res, JSON.parse(text) as SystemOneRequest));
+  url = upstream.url;
 });
 
-afterAll(() => {
+afterAll(async () => {
   for (const res of stalled) res.destroy();
-  server.closeAllConnections();
-  server.close();
+  await upstream?.close();
 });
 
 const POISON: Fault[] = ["stall", "reset", "cut-body", "truncated-json", "not-json", "missing-answer", "wrong-type", "unknown-option", "no-usage", "500"];
@@ -246,18 +238,13 @@ describe("runner against a faulty upstream", () => {
 describe("an endpoint that fails everything", () => {
   it("aborts resumably after --max-failures-in-a-row records, and a rerun against a healthy endpoint finishes", async () => {
     let healthy = false;
-    const flaky = createServer((req, res) => {
-      let text = "";
-      req.on("data", (c: Buffer) => (text += c.toString()));
-      req.on("end", () => {
-        const body = JSON.parse(text) as SystemOneRequest;
-        res.writeHead(healthy ? 200 : 503, { "content-type": "application/json" });
-        res.end(JSON.stringify(healthy ? { model: "m-1", answers: plausibleAnswers(body.questions), usage: { input_tokens: 5, output_tokens: 1 } } : { detail: "down for maintenance" }));
-      });
+    const flaky = await startUpstream((_req, res, text) => {
+      const body = JSON.parse(text) as SystemOneRequest;
+      if (healthy) sendJson(res, 200, { model: "m-1", answers: plausibleAnswers(body.questions), usage: { input_tokens: 5, output_tokens: 1 } });
+      else sendJson(res, 503, { detail: "down for maintenance" });
     });
-    await new Promise<void>((resolve) => flaky.listen(0, "127.0.0.1", resolve));
     try {
-      const base = `http://127.0.0.1:${(flaky.address() as AddressInfo).port}`;
+      const base = flaky.url;
       const input = join(dir, "down.jsonl");
       writeFileSync(input, Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: `d${i}`, text: `record ${i}` })).join("\n"));
       const jobPath = join(dir, "down.job.json");
@@ -275,7 +262,7 @@ describe("an endpoint that fails everything", () => {
       expect(read<Row>(out)).toHaveLength(200);
       expect(read<ErrorRow>(`${out}.errors.jsonl`)).toHaveLength(0);
     } finally {
-      flaky.close();
+      await flaky.close();
     }
   }, 120_000);
 });

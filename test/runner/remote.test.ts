@@ -1,6 +1,5 @@
 /** The runner against remote endpoints: our own server over HTTP, and a faulty upstream. */
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { runCli } from "../support/cli.js";
+import { sendJson, startUpstream } from "../support/upstream.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
 import type { UsageSummary } from "../../src/runner/usage.js";
@@ -70,41 +70,32 @@ describe("run --base-url against our own server", () => {
 });
 
 /** A test upstream: answers any valid request, after the faults scripted for each request number. */
-function faultyUpstream(fault: (n: number, body: SystemOneRequest) => "429" | "429-bare" | "529" | "500" | "reset" | "422" | undefined) {
+async function faultyUpstream(fault: (n: number, body: SystemOneRequest) => "429" | "429-bare" | "529" | "500" | "reset" | "422" | undefined) {
   let n = 0;
   const retryCounts: (string | undefined)[] = [];
-  const server: Server = createServer((req, res) => {
-    let text = "";
-    req.on("data", (c: Buffer) => (text += c.toString()));
-    req.on("end", () => {
-      const body = JSON.parse(text) as SystemOneRequest;
-      retryCounts.push(req.headers["x-service-retry-count"] as string | undefined);
-      const what = fault(n++, body);
-      const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
-        res.writeHead(status, { "content-type": "application/json", ...headers });
-        res.end(JSON.stringify(payload));
-      };
-      if (what === "reset") return void req.socket.destroy();
-      if (what === "429") return send(429, { detail: "slow down" }, { "retry-after-ms": "30" });
-      if (what === "429-bare") return send(429, { detail: "slow down" });
-      if (what === "529") return send(529, { detail: "overloaded" }, { "retry-after": "0" });
-      if (what === "500") return send(500, { detail: "boom" });
-      if (what === "422") return send(422, { detail: [{ loc: ["body", "state"], msg: "poison", type: "value_error" }] });
-      send(200, { model: "upstream-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 100, output_tokens: 2 } });
-    });
+  const upstream = await startUpstream((req, res, text) => {
+    const body = JSON.parse(text) as SystemOneRequest;
+    retryCounts.push(req.headers["x-service-retry-count"] as string | undefined);
+    const what = fault(n++, body);
+    if (what === "reset") return void req.socket.destroy();
+    if (what === "429") return sendJson(res, 429, { detail: "slow down" }, { "retry-after-ms": "30" });
+    if (what === "429-bare") return sendJson(res, 429, { detail: "slow down" });
+    if (what === "529") return sendJson(res, 529, { detail: "overloaded" }, { "retry-after": "0" });
+    if (what === "500") return sendJson(res, 500, { detail: "boom" });
+    if (what === "422") return sendJson(res, 422, { detail: [{ loc: ["body", "state"], msg: "poison", type: "value_error" }] });
+    sendJson(res, 200, { model: "upstream-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 100, output_tokens: 2 } });
   });
-  return { server, retryCounts, count: () => n };
+  return { ...upstream, retryCounts, count: () => n };
 }
 
 describe("run --base-url against a faulty upstream", () => {
   it("ends every record answered or in the errors file, retrying 429, 529, 500 and resets", async () => {
     const plan = ["429", "429-bare", "529", "500", "reset"] as const;
-    const upstream = faultyUpstream((n, body) => {
+    const upstream = await faultyUpstream((n, body) => {
       if (typeof body.state === "string" && body.state.startsWith("POISON")) return "422";
       return n % 4 === 1 ? plan[(n >> 2) % plan.length] : undefined;
     });
-    await new Promise<void>((resolve) => upstream.server.listen(0, "127.0.0.1", resolve));
-    const url = `http://127.0.0.1:${(upstream.server.address() as AddressInfo).port}`;
+    const url = upstream.url;
     try {
       const { input, jobPath, out } = setup("faulty", 30, [7, 19]);
       const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--concurrency", "4"], { TYPED_EVAL_API_KEY: "k" });
@@ -125,7 +116,7 @@ describe("run --base-url against a faulty upstream", () => {
       expect(upstream.retryCounts.filter((c) => c !== undefined).length).toBe(summary.requests.retries);
       expect(upstream.retryCounts.filter((c) => c === undefined).length).toBe(30);
     } finally {
-      upstream.server.close();
+      await upstream.close();
     }
   }, 120_000);
 
