@@ -8,4 +8,11 @@ export const EXIT = {
   usage: 2,
   /** Aborted (auth failure, upstream unreachable); rerunning resumes. */
   aborted: 3,
+  /** A quality gate (`assess --fail-if`) failed: the labels are not good enough. */
+  gate: 4,
 } as const;
+
+/** A bad argument value: one line on stderr, exit 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}

@@ -10,12 +10,17 @@ import { modelsCommand } from "./models.js";
 import { serveCommand } from "./serve.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
-import { EXIT } from "./exit.js";
+import { EXIT, UsageError } from "./exit.js";
+import { assessCommand } from "./assess.js";
+import { QualityInputError } from "../quality/answers.js";
 import { DownloadError } from "../models/download.js";
 import { RegistryError } from "../models/registry.js";
 import { AccountsError } from "../server/accounts.js";
 import { JobError } from "../runner/job.js";
 import { SourceError } from "../runner/sources.js";
+
+/** Errors that mean the invocation, a file it names, or the input cannot be used: one line, exit 2. */
+const USAGE_ERRORS = [RegistryError, DownloadError, AccountsError, JobError, SourceError, QualityInputError, UsageError];
 
 await yargs(hideBin(process.argv))
   .scriptName("typed-eval")
@@ -23,6 +28,7 @@ await yargs(hideBin(process.argv))
   .command(runCommand)
   .command(estimateCommand)
   .command(usageCommand)
+  .command(assessCommand)
   .command(askCommand)
   .command(modelsCommand)
   .command(serveCommand)
@@ -34,13 +40,7 @@ await yargs(hideBin(process.argv))
   .recommendCommands()
   .fail((msg, err, y) => {
     // Bad invocation, job file, input, registry, download or accounts file: one line, exit 2.
-    if (
-      err instanceof RegistryError ||
-      err instanceof DownloadError ||
-      err instanceof AccountsError ||
-      err instanceof JobError ||
-      err instanceof SourceError
-    ) {
+    if (USAGE_ERRORS.some((kind) => err instanceof kind)) {
       process.stderr.write(`typed-eval: ${err.message}\n`);
       process.exit(EXIT.usage);
     }

@@ -1,0 +1,70 @@
+import type { CommandModule } from "yargs";
+import { loadJob } from "../runner/job.js";
+import { infoOf, type QuestionInfo } from "../quality/answers.js";
+import { assess, describeAssessment, failedConditions, parseConditions } from "../quality/assess.js";
+import { assessmentHtml } from "../quality/report.js";
+import { EXIT, UsageError } from "./exit.js";
+import { writeFileAtomic } from "./files.js";
+
+interface AssessArgs {
+  answers: string;
+  gold: string;
+  job: string | undefined;
+  "id-field": string | undefined;
+  json: boolean;
+  html: string | undefined;
+  "fail-if": string | undefined;
+  seed: number;
+  bootstrap: number;
+  raw: boolean;
+  "allow-unmatched": boolean;
+}
+
+/** The questions of a job file, for the quality commands (option order and level texts). */
+export function jobQuestions(path: string | undefined): { questions: QuestionInfo[] | undefined; idField: string | undefined } {
+  if (!path) return { questions: undefined, idField: undefined };
+  const job = loadJob(path);
+  return { questions: Object.entries(job.questions).map(([name, q]) => infoOf(name, q)), idField: job.id };
+}
+
+/** `typed-eval assess`: how right a run's labels are, against a hand-labeled sample. */
+export const assessCommand: CommandModule<object, AssessArgs> = {
+  command: "assess <answers>",
+  describe: "Measure a run's answers against gold labels: accuracy, calibration, risk-coverage; gate on them",
+  builder: (y) =>
+    y
+      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv, optionally .gz)" })
+      .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
+      .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field); default: read from the answers" })
+      .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
+      .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
+      .option("html", { type: "string", describe: "write a self-contained HTML report here" })
+      .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
+      .option("seed", { type: "number", default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" })
+      .option("bootstrap", { type: "number", default: 200, describe: "bootstrap draws for the 95% intervals" })
+      .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
+      .option("allow-unmatched", { type: "boolean", default: false, describe: "assess even when some gold ids are not in the answers (they are reported)" }),
+  handler: async (args) => {
+    if (!(Number.isInteger(args.bootstrap) && args.bootstrap >= 0 && args.bootstrap <= 100_000)) throw new UsageError("--bootstrap takes a whole number from 0 to 100000");
+    if (!Number.isInteger(args.seed)) throw new UsageError("--seed takes a whole number");
+    const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
+    const { questions, idField } = jobQuestions(args.job);
+    const a = await assess(args.answers, args.gold, {
+      questions,
+      idField: args["id-field"],
+      jobIdField: idField,
+      raw: args.raw,
+      allowUnmatched: args["allow-unmatched"],
+      seed: args.seed,
+      bootstrap: args.bootstrap,
+    });
+    const failed = failedConditions(a, conditions);
+    if (args.html) writeFileAtomic(args.html, assessmentHtml(a));
+    process.stdout.write(args.json ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, actual: f.actual })) }, null, 2)}\n` : `${describeAssessment(a)}\n`);
+    if (args.html) process.stderr.write(`report: ${args.html}\n`);
+    if (failed.length > 0) {
+      process.stderr.write(`typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`);
+      process.exitCode = EXIT.gate;
+    }
+  },
+};

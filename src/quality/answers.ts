@@ -1,0 +1,298 @@
+/**
+ * Reading what a run wrote (answers as JSONL or CSV) and what people labeled
+ * (gold as JSONL or CSV), streamed, into per-question label distributions and
+ * gold class indices. Everything downstream (assess, calibrate, thresholds,
+ * report) works on these, so it is the same for the embedded model and for
+ * any remote endpoint.
+ */
+import type { Content, Question, QuestionType } from "../api/schema.js";
+import { questionLabels } from "../evaluator/calibration.js";
+import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
+
+/** A question as the quality tools see it: its type and its labels in answer order. */
+export interface QuestionInfo {
+  name: string;
+  type: QuestionType;
+  /** noul: ["false", "true"]; choice: option names; score: "0".."k-1". */
+  labels: string[];
+  /** Score level texts, when known (job file or JSONL legend). */
+  levels?: Content[];
+}
+
+/** One answered row: per question its distribution in label order, and the raw one when the run calibrated. */
+export interface AnswerRow {
+  id: string;
+  line: number;
+  dist: Map<string, number[]>;
+  raw?: Map<string, number[]>;
+  mass?: Record<string, number>;
+}
+
+export class QualityInputError extends Error {
+  override name = "QualityInputError";
+}
+
+export function infoOf(name: string, question: Question): QuestionInfo {
+  const info: QuestionInfo = { name, type: question.type, labels: questionLabels(question) };
+  if (question.type === "score") info.levels = question.criteria;
+  return info;
+}
+
+type Record_ = Record<string, unknown>;
+
+function isObject(v: unknown): v is Record_ {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Questions named by the first JSONL answers row. */
+function discoverJsonl(row: Record_): QuestionInfo[] {
+  const answers = row["answers"];
+  if (!isObject(answers)) return [];
+  const out: QuestionInfo[] = [];
+  for (const [name, a] of Object.entries(answers)) {
+    if (!isObject(a)) continue;
+    if (a["type"] === "noul") out.push({ name, type: "noul", labels: ["false", "true"] });
+    else if (a["type"] === "choice" && isObject(a["probabilities"])) out.push({ name, type: "choice", labels: Object.keys(a["probabilities"]) });
+    else if (a["type"] === "score" && isObject(a["probabilities"])) {
+      const k = Object.keys(a["probabilities"]).length;
+      const legend = isObject(a["legend"]) ? a["legend"] : {};
+      out.push({ name, type: "score", labels: Array.from({ length: k }, (_, i) => String(i)), levels: Array.from({ length: k }, (_, i) => (legend[String(i)] ?? String(i)) as Content) });
+    }
+  }
+  return out;
+}
+
+/** Questions named by a CSV answers header: `q.noul`, or `q.choice`/`q.score` with `q.p.<label>` columns. */
+function discoverCsv(columns: string[]): QuestionInfo[] {
+  const out: QuestionInfo[] = [];
+  for (const column of columns) {
+    const m = /^(.*)\.(noul|choice|score)$/.exec(column);
+    if (!m) continue;
+    const [, name, type] = m as unknown as [string, string, QuestionType];
+    if (type === "noul") {
+      out.push({ name, type, labels: ["false", "true"] });
+      continue;
+    }
+    const prefix = `${name}.p.`;
+    const labels = columns.filter((c) => c.startsWith(prefix)).map((c) => c.slice(prefix.length));
+    out.push({ name, type, labels });
+  }
+  return out;
+}
+
+function probability(v: unknown, where: string): number {
+  const x = typeof v === "number" ? v : typeof v === "string" && v.trim() !== "" ? Number(v) : NaN;
+  if (!(x >= 0 && x <= 1)) throw new QualityInputError(`${where}: ${JSON.stringify(v)} is not a probability`);
+  return x;
+}
+
+function distributionOf(info: QuestionInfo, get: (key: string) => unknown, where: string): number[] {
+  if (info.type === "noul") {
+    const p = probability(get(`${info.name}.noul`), `${where}: ${info.name}`);
+    return [1 - p, p];
+  }
+  return info.labels.map((label) => probability(get(`${info.name}.p.${label}`), `${where}: ${info.name} probability of ${label}`));
+}
+
+/** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
+export async function readAnswers(path: string, options: { questions?: QuestionInfo[] | undefined; format?: Format | undefined; onQuestions?: (q: QuestionInfo[]) => void }): Promise<AsyncGenerator<AnswerRow>> {
+  const format = formatOf(path, options.format);
+  let source: Source;
+  try {
+    source = openLocalSource(path, format);
+  } catch (error) {
+    throw new QualityInputError(`cannot read answers ${path}: ${(error as Error).message}`);
+  }
+  let questions = options.questions;
+  let notify = options.onQuestions;
+  async function* rows(): AsyncGenerator<AnswerRow> {
+    try {
+      for await (const item of source.items) {
+        const where = `${path} line ${item.line}`;
+        if ("error" in item) throw new QualityInputError(`${where}: ${item.error}`);
+        if (!isObject(item.record)) throw new QualityInputError(`${where}: not an object`);
+        const record = item.record;
+        if (!questions) {
+          questions = format === "csv" ? discoverCsv(Object.keys(record)) : discoverJsonl(record);
+          if (questions.length === 0) throw new QualityInputError(`${path} holds no answers typed-eval wrote (no answers object or <question>.noul/.choice/.score columns)`);
+        }
+        notify?.(questions);
+        notify = undefined;
+        const id = record["id"];
+        if (id === undefined || id === null || id === "") throw new QualityInputError(`${where}: no id`);
+        const row: AnswerRow = { id: String(id), line: item.line, dist: new Map() };
+        if (format === "csv") {
+          for (const q of questions) {
+            if (!(`${q.name}.${q.type}` in record)) throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
+            row.dist.set(q.name, distributionOf(q, (key) => record[key], where));
+            if (`${q.name}.raw.${q.type === "noul" ? "noul" : `p.${q.labels[0]}`}` in record) {
+              row.raw ??= new Map();
+              row.raw.set(q.name, distributionOf({ ...q, name: `${q.name}.raw` }, (key) => record[key], where));
+            }
+          }
+        } else {
+          const answers = isObject(record["answers"]) ? record["answers"] : undefined;
+          if (!answers) throw new QualityInputError(`${where}: no answers object; is this an answers file typed-eval wrote?`);
+          const raw = isObject(record["raw"]) ? record["raw"] : undefined;
+          for (const q of questions) {
+            const a = answers[q.name];
+            if (!isObject(a)) throw new QualityInputError(`${where}: no answer to ${q.name}; the answers hold ${Object.keys(answers).join(", ")}`);
+            row.dist.set(q.name, jsonDistribution(q, a, `${where}: ${q.name}`));
+            if (raw && raw[q.name] !== undefined) {
+              row.raw ??= new Map();
+              row.raw.set(q.name, jsonDistribution(q, { type: q.type, ...(q.type === "noul" ? { noul: raw[q.name] } : { probabilities: raw[q.name] }) }, `${where}: raw ${q.name}`));
+            }
+          }
+          if (isObject(record["label_mass"])) row.mass = record["label_mass"] as Record<string, number>;
+        }
+        yield row;
+      }
+    } catch (error) {
+      if (error instanceof SourceError) throw new QualityInputError(error.message);
+      throw error;
+    }
+  }
+  return rows();
+}
+
+function jsonDistribution(q: QuestionInfo, a: Record_, where: string): number[] {
+  if (a["type"] !== q.type) throw new QualityInputError(`${where}: a ${String(a["type"])} answer, but ${q.name} is a ${q.type} question`);
+  if (q.type === "noul") {
+    const p = probability(a["noul"], where);
+    return [1 - p, p];
+  }
+  const probabilities = isObject(a["probabilities"]) ? a["probabilities"] : {};
+  return q.labels.map((label) => probability(probabilities[label], `${where} probability of ${label}`));
+}
+
+/** Gold labels: one row per labeled record, -1 where a question was left unlabeled. */
+export interface Gold {
+  /** Record id -> row. */
+  rows: Map<string, number>;
+  /** Line of each row in the gold file. */
+  lines: number[];
+  /** rows x questions, class index or -1. */
+  labels: Int32Array;
+  questions: QuestionInfo[];
+  /** Gold columns that are not questions of the answers (listed, not assessed). */
+  ignored: string[];
+}
+
+const YES = new Set(["true", "yes", "1", "y", "t"]);
+const NO = new Set(["false", "no", "0", "n", "f"]);
+
+/** A gold cell to a class index; undefined when empty (not labeled). */
+export function goldClass(q: QuestionInfo, value: unknown, where: string): number | undefined {
+  if (value === undefined || value === null || value === "") return undefined;
+  if (q.type === "noul") {
+    const s = String(value).trim().toLowerCase();
+    if (YES.has(s)) return 1;
+    if (NO.has(s)) return 0;
+    throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not a noul label; write true/false, yes/no or 1/0`);
+  }
+  if (q.type === "choice") {
+    if (typeof value !== "string") throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not an option name; options: ${q.labels.join(", ")}`);
+    const at = q.labels.indexOf(value);
+    if (at >= 0) return at;
+    const folded = q.labels.findIndex((l) => l.toLowerCase() === value.trim().toLowerCase());
+    if (folded >= 0) return folded;
+    throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not an option of ${q.name}; options: ${q.labels.join(", ")}`);
+  }
+  const k = q.labels.length;
+  const text = typeof value === "string" ? value.trim() : value;
+  if (typeof text === "number" || (typeof text === "string" && /^\d+$/.test(text))) {
+    const level = Number(text);
+    if (Number.isInteger(level) && level >= 0 && level < k) return level;
+    throw new QualityInputError(`${where}: level ${JSON.stringify(value)} is outside 0..${k - 1}`);
+  }
+  if (typeof text === "string" && q.levels) {
+    const at = q.levels.findIndex((l) => typeof l === "string" && l.trim().toLowerCase() === text.toLowerCase());
+    if (at >= 0) return at;
+  }
+  throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not a level of ${q.name}; write its index 0..${k - 1}${q.levels ? " or its text" : ""}`);
+}
+
+function field(record: Record_, path: string): unknown {
+  if (path in record) return record[path];
+  let v: unknown = record;
+  for (const part of path.split(".")) {
+    if (!isObject(v) && !Array.isArray(v)) return undefined;
+    v = (v as Record_)[part];
+  }
+  return v;
+}
+
+/**
+ * Reads a gold file. The id is the field `idField` (default: `id`, else the
+ * job's id field); every other field named like a question holds its label.
+ * Every problem is collected (up to 20) and thrown at once, naming lines and fields.
+ */
+export async function readGold(path: string, questions: QuestionInfo[], options: { idField?: string | undefined; jobIdField?: string | undefined; format?: Format | undefined }): Promise<Gold> {
+  const format = formatOf(path, options.format);
+  let source: Source;
+  try {
+    source = openLocalSource(path, format);
+  } catch (error) {
+    throw new QualityInputError(`cannot read gold ${path}: ${(error as Error).message}`);
+  }
+  const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(1024 * questions.length), questions, ignored: [] };
+  const problems: string[] = [];
+  const problem = (message: string) => {
+    if (problems.length < 20) problems.push(message);
+    else if (problems.length === 20) problems.push("... and more");
+  };
+  let idField: string | undefined;
+  const seenColumns = new Set<string>();
+  try {
+    for await (const item of source.items) {
+      const where = `${path} line ${item.line}`;
+      if ("error" in item) {
+        problem(`${where}: ${item.error}`);
+        continue;
+      }
+      if (!isObject(item.record)) {
+        problem(`${where}: not an object`);
+        continue;
+      }
+      const record = item.record;
+      for (const key of Object.keys(record)) seenColumns.add(key);
+      idField ??= options.idField ?? ("id" in record ? "id" : options.jobIdField ?? "id");
+      const id = field(record, idField);
+      if (id === undefined || id === null || id === "") {
+        problem(`${where}: no id in field "${idField}"${options.idField ? "" : " (set the id field with --id-field)"}`);
+        continue;
+      }
+      const key = String(id);
+      if (gold.rows.has(key)) {
+        problem(`${where}: id ${JSON.stringify(key)} is labeled twice (first on line ${gold.lines[gold.rows.get(key) as number]})`);
+        continue;
+      }
+      const row = gold.lines.length;
+      if ((row + 1) * questions.length > gold.labels.length) {
+        const next = new Int32Array(gold.labels.length * 2);
+        next.set(gold.labels);
+        gold.labels = next;
+      }
+      questions.forEach((q, j) => {
+        try {
+          gold.labels[row * questions.length + j] = goldClass(q, field(record, q.name), `${where}, field ${q.name}`) ?? -1;
+        } catch (error) {
+          problem((error as Error).message);
+        }
+      });
+      gold.rows.set(key, row);
+      gold.lines.push(item.line);
+    }
+  } catch (error) {
+    throw new QualityInputError(`cannot read gold ${path}: ${(error as Error).message}`);
+  }
+  if (problems.length > 0) throw new QualityInputError(`${path}: ${problems.length > 20 ? "20+" : problems.length} problem${problems.length > 1 ? "s" : ""}:\n  ${problems.join("\n  ")}`);
+  if (gold.lines.length === 0) throw new QualityInputError(`${path} holds no gold rows`);
+  const names = new Set(questions.map((q) => q.name));
+  gold.ignored = [...seenColumns].filter((c) => c !== idField && !names.has(c));
+  const labeled = questions.filter((_, j) => gold.lines.some((__, r) => (gold.labels[r * questions.length + j] as number) >= 0));
+  if (labeled.length === 0) {
+    throw new QualityInputError(`${path} labels none of the questions ${[...names].join(", ")}; its fields are ${[...seenColumns].join(", ")}`);
+  }
+  return gold;
+}

@@ -1,0 +1,435 @@
+/**
+ * Assessment of a run's answers against gold labels: per question the
+ * metrics of its type, calibration (ECE with its noise floor, reliability
+ * bins), risk-coverage, label mass against accuracy, and seeded bootstrap
+ * intervals on the headline figures.
+ */
+import {
+  accuracyOf,
+  balancedAccuracyOf,
+  binaryRanking,
+  binOf,
+  brier,
+  calibrationError,
+  confusion,
+  drawWeights,
+  eceFromBins,
+  eceNoiseFloor,
+  expectedLevel,
+  kappaOf,
+  logLoss,
+  macroF1Of,
+  maeExpected,
+  orderDescending,
+  predictions,
+  quantile,
+  rankedProbabilityScore,
+  rankPair,
+  riskCoverage,
+  seededRandom,
+  spearman,
+  topKAccuracy,
+  topLabelConfidence,
+  withinAccuracy,
+  type Bin,
+  type RiskCoverage,
+  type Scored,
+} from "./metrics.js";
+import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
+
+/** Growable rows of k probabilities plus a gold class each. */
+export class Rows {
+  n = 0;
+  p: Float64Array;
+  y: Int32Array;
+  mass: Float64Array;
+  ids: string[] = [];
+  constructor(readonly k: number) {
+    this.p = new Float64Array(256 * k);
+    this.y = new Int32Array(256);
+    this.mass = new Float64Array(256);
+  }
+  push(dist: readonly number[], y: number, mass: number, id: string): void {
+    if (this.n === this.y.length) {
+      const grow = <T extends Float64Array | Int32Array>(a: T, make: (n: number) => T) => {
+        const b = make(a.length * 2);
+        b.set(a);
+        return b;
+      };
+      this.p = grow(this.p, (n) => new Float64Array(n));
+      this.y = grow(this.y, (n) => new Int32Array(n));
+      this.mass = grow(this.mass, (n) => new Float64Array(n));
+    }
+    for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
+    this.y[this.n] = y;
+    this.mass[this.n] = mass;
+    this.ids.push(id);
+    this.n++;
+  }
+  scored(): Scored {
+    return { n: this.n, k: this.k, p: this.p.subarray(0, this.n * this.k), y: this.y.subarray(0, this.n) };
+  }
+}
+
+/** The metrics each type reports, in display order, and which are headline figures (bootstrapped). */
+export const METRICS = {
+  noul: ["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss"],
+  choice: ["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"],
+  score: ["accuracy", "within_one", "mae", "qwk", "spearman", "rps"],
+  common: ["ece", "ace", "mce", "aurc"],
+} as const;
+export const HEADLINE = { noul: ["accuracy", "auroc", "ece"], choice: ["accuracy", "macro_f1", "ece"], score: ["accuracy", "qwk", "ece"] } as const;
+
+/** Metrics where lower is better (for display and for choosing). */
+export const LOWER_IS_BETTER = new Set(["brier", "log_loss", "mae", "rps", "ece", "ace", "mce", "aurc"]);
+
+export interface QuestionAssessment {
+  name: string;
+  type: QuestionInfo["type"];
+  labels: string[];
+  n: number;
+  metrics: Record<string, number>;
+  /** 95% bootstrap intervals of the headline metrics. */
+  intervals: Record<string, [number, number]>;
+  /** The ECE a perfectly calibrated model would show at this n: median and 95th percentile over simulations. */
+  ece_noise_floor: { median: number; p95: number };
+  confusion: number[][];
+  reliability: Bin[];
+  risk_coverage: RiskCoverage;
+  /** Accuracy by label-mass quintile, when the answers carry label mass. */
+  label_mass?: { mass_lo: number; mass_hi: number; count: number; accuracy: number }[];
+  /** Gold label shares and predicted label shares. */
+  gold_shares: number[];
+  predicted_shares: number[];
+}
+
+export interface Assessment {
+  kind: "typed-eval.assessment";
+  answers: string;
+  gold: string;
+  rows: { answers: number; gold: number; matched: number; gold_only: number; answers_only: number };
+  /** A few gold ids the answers lack, with their gold lines. */
+  gold_only_examples: { id: string; line: number }[];
+  ignored_gold_fields: string[];
+  raw: boolean;
+  seed: number;
+  bootstrap: number;
+  questions: QuestionAssessment[];
+}
+
+/** Every metric of one question on weights `w` (ones for the point estimate, draw counts for the bootstrap). */
+function metricsOf(type: QuestionInfo["type"], s: Scored, w: Float64Array, pre: Precomputed, names: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  const m = confusion(s.y, pre.pred, s.k, w);
+  const want = new Set(names);
+  if (want.has("accuracy")) out["accuracy"] = accuracyOf(m, s.k);
+  if (want.has("balanced_accuracy")) out["balanced_accuracy"] = balancedAccuracyOf(m, s.k);
+  if (want.has("macro_f1")) out["macro_f1"] = macroF1Of(m, s.k);
+  if (want.has("kappa")) out["kappa"] = kappaOf(m, s.k);
+  if (want.has("qwk")) out["qwk"] = kappaOf(m, s.k, "quadratic");
+  if (want.has("top2_accuracy")) out["top2_accuracy"] = topKAccuracy(s, 2, w);
+  if (want.has("brier")) out["brier"] = brier(s, w);
+  if (want.has("log_loss")) out["log_loss"] = logLoss(s, w);
+  if (type === "noul" && (want.has("auroc") || want.has("auprc"))) {
+    const r = binaryRanking(pre.score, pre.positive, pre.order, w);
+    out["auroc"] = r.auroc;
+    out["auprc"] = r.auprc;
+  }
+  if (want.has("within_one")) out["within_one"] = withinAccuracy(pre.pred, s.y, 1, w);
+  if (want.has("mae")) out["mae"] = maeExpected(pre.expected, s.y, w);
+  if (want.has("spearman")) out["spearman"] = spearman(pre.expected, pre.gold, w, pre.ranks);
+  if (want.has("rps")) out["rps"] = rankedProbabilityScore(s, w);
+  if (want.has("ece")) out["ece"] = eceFromBins(pre.bin, pre.confidence, pre.correct, w);
+  return out;
+}
+
+interface Precomputed {
+  pred: Int32Array;
+  confidence: Float64Array;
+  correct: Uint8Array;
+  bin: Uint8Array;
+  score: Float64Array;
+  positive: Uint8Array;
+  order: Int32Array;
+  expected: Float64Array;
+  gold: Float64Array;
+  ranks: { a: Float64Array; b: Float64Array } | undefined;
+}
+
+function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
+  const pred = predictions(s);
+  const confidence = topLabelConfidence(s);
+  const correct = Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0));
+  const score = type === "noul" ? Float64Array.from({ length: s.n }, (_, i) => s.p[i * 2 + 1] as number) : new Float64Array(0);
+  const expected = type === "score" ? expectedLevel(s) : new Float64Array(0);
+  const gold = type === "score" ? Float64Array.from(s.y) : new Float64Array(0);
+  return {
+    pred,
+    confidence,
+    correct,
+    bin: Uint8Array.from(confidence, (c) => binOf(c)),
+    score,
+    positive: type === "noul" ? Uint8Array.from(s.y, (y) => (y === 1 ? 1 : 0)) : new Uint8Array(0),
+    order: type === "noul" ? orderDescending(score) : new Int32Array(0),
+    expected,
+    gold,
+    ranks: type === "score" ? rankPair(expected, gold) : undefined,
+  };
+}
+
+/** Assesses one question's rows. */
+export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: number; bootstrap: number; noiseDraws?: number }): QuestionAssessment {
+  const s = rows.scored();
+  const pre = precompute(info.type, s);
+  const ones = new Float64Array(s.n).fill(1);
+  const names = [...METRICS[info.type], ...METRICS.common];
+  const metrics = metricsOf(info.type, s, ones, pre, names);
+  const cal = calibrationError(pre.confidence, pre.correct);
+  const rc = riskCoverage(pre.confidence, pre.correct);
+  metrics["ece"] = cal.ece;
+  metrics["ace"] = cal.ace;
+  metrics["mce"] = cal.mce;
+  metrics["aurc"] = rc.aurc;
+
+  const headline = HEADLINE[info.type];
+  const samples: Record<string, number[]> = Object.fromEntries(headline.map((h) => [h, []]));
+  const random = seededRandom(options.seed);
+  const w = new Float64Array(s.n);
+  for (let b = 0; b < options.bootstrap && s.n > 0; b++) {
+    drawWeights(s.n, random, w);
+    const m = metricsOf(info.type, s, w, pre, headline);
+    for (const h of headline) if (Number.isFinite(m[h])) samples[h]!.push(m[h] as number);
+  }
+  const intervals: Record<string, [number, number]> = {};
+  for (const h of headline) {
+    const v = samples[h]!.sort((a, b) => a - b);
+    if (v.length > 0) intervals[h] = [quantile(v, 0.025), quantile(v, 0.975)];
+  }
+
+  const m = confusion(s.y, pre.pred, s.k, ones);
+  const out: QuestionAssessment = {
+    name: info.name,
+    type: info.type,
+    labels: info.labels,
+    n: s.n,
+    metrics,
+    intervals,
+    ece_noise_floor: eceNoiseFloor(pre.confidence, options.noiseDraws ?? (s.n > 100_000 ? 50 : 200), options.seed),
+    confusion: Array.from({ length: s.k }, (_, r) => Array.from(m.subarray(r * s.k, (r + 1) * s.k))),
+    reliability: cal.bins,
+    risk_coverage: rc,
+    gold_shares: shares(s.y, s.k),
+    predicted_shares: shares(pre.pred, s.k),
+  };
+  const withMass = rows.mass.subarray(0, s.n);
+  if (withMass.some((x) => x >= 0)) out.label_mass = massBands(withMass, pre.correct);
+  return out;
+}
+
+function shares(classes: Int32Array, k: number): number[] {
+  const c = new Array<number>(k).fill(0);
+  for (const v of classes) c[v]! += 1 / classes.length;
+  return c;
+}
+
+/** Accuracy in five equal-count bands of label mass (rows without mass left out). */
+function massBands(mass: Float64Array, correct: Uint8Array) {
+  const idx = Array.from({ length: mass.length }, (_, i) => i).filter((i) => (mass[i] as number) >= 0);
+  idx.sort((a, b) => (mass[a] as number) - (mass[b] as number));
+  const bands = [];
+  for (let b = 0; b < 5; b++) {
+    const part = idx.slice(Math.floor((b * idx.length) / 5), Math.floor(((b + 1) * idx.length) / 5));
+    if (part.length === 0) continue;
+    let acc = 0;
+    for (const i of part) acc += correct[i] as number;
+    bands.push({ mass_lo: mass[part[0] as number] as number, mass_hi: mass[part[part.length - 1] as number] as number, count: part.length, accuracy: acc / part.length });
+  }
+  return bands;
+}
+
+export interface JoinOptions {
+  questions?: QuestionInfo[] | undefined;
+  idField?: string | undefined;
+  jobIdField?: string | undefined;
+  /** Use the raw (uncalibrated) probabilities when the run calibrated. */
+  raw?: boolean;
+  /** Accept gold ids the answers lack (reported); otherwise they are an error. */
+  allowUnmatched?: boolean;
+}
+
+export interface Joined {
+  questions: QuestionInfo[];
+  rows: Map<string, Rows>;
+  counts: Assessment["rows"];
+  goldOnly: { id: string; line: number }[];
+  ignored: string[];
+  /** Raw distributions were present in the answers (the run calibrated). */
+  hadRaw: boolean;
+}
+
+/**
+ * Joins answers and gold on id into per-question rows. The gold is read
+ * first (a hand-labeled sample is small); the answers are streamed.
+ */
+export async function joinGold(answersPath: string, goldPath: string, options: JoinOptions): Promise<Joined> {
+  // The questions: the job's, or the answers file's own (read from its first row).
+  let questions = options.questions;
+  if (!questions) {
+    const found: { questions?: QuestionInfo[] } = {};
+    const probe = await readAnswers(answersPath, { onQuestions: (q) => (found.questions = q) });
+    await probe.next();
+    await probe.return(undefined);
+    if (!found.questions) throw new QualityInputError(`${answersPath} holds no answers`);
+    questions = found.questions;
+  }
+  const gold = await readGold(goldPath, questions, { idField: options.idField, jobIdField: options.jobIdField });
+  const rows = new Map(questions.map((q) => [q.name, new Rows(q.labels.length)]));
+  const matched = new Uint8Array(gold.lines.length);
+  const counts = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
+  let hadRaw = false;
+  const nq = questions.length;
+  for await (const row of await readAnswers(answersPath, { questions })) {
+    counts.answers++;
+    const g = gold.rows.get(row.id);
+    if (g === undefined) {
+      counts.answers_only++;
+      continue;
+    }
+    if (matched[g]) throw new QualityInputError(`${answersPath} line ${row.line}: id ${JSON.stringify(row.id)} appears twice in the answers`);
+    matched[g] = 1;
+    counts.matched++;
+    if (row.raw) hadRaw = true;
+    questions.forEach((q, j) => {
+      const y = gold.labels[g * nq + j] as number;
+      if (y < 0) return;
+      const dist = (options.raw && row.raw?.get(q.name)) || (row.dist.get(q.name) as number[]);
+      const mass = row.mass?.[q.name];
+      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1, row.id);
+    });
+  }
+  const goldOnly: { id: string; line: number }[] = [];
+  for (const [id, r] of gold.rows) {
+    if (matched[r]) continue;
+    counts.gold_only++;
+    if (goldOnly.length < 10) goldOnly.push({ id, line: gold.lines[r] as number });
+  }
+  if (counts.matched === 0) {
+    throw new QualityInputError(`none of the ${counts.gold} gold ids is in ${answersPath} (${counts.answers} rows)${goldOnly[0] ? `: e.g. ${goldOnly[0].id} (gold line ${goldOnly[0].line})` : ""}; check --id-field and that both files are of the same run`);
+  }
+  if (counts.gold_only > 0 && !options.allowUnmatched) {
+    throw new QualityInputError(
+      `${counts.gold_only} gold id${counts.gold_only > 1 ? "s are" : " is"} not in ${answersPath}: ${goldOnly.map((g) => `${g.id} (gold line ${g.line})`).join(", ")}${counts.gold_only > goldOnly.length ? ", ..." : ""}; pass --allow-unmatched to assess the rest`,
+    );
+  }
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw };
+}
+
+/** Assesses answers against gold labels. */
+export async function assess(answersPath: string, goldPath: string, options: JoinOptions & { seed?: number; bootstrap?: number }): Promise<Assessment> {
+  const joined = await joinGold(answersPath, goldPath, options);
+  const seed = options.seed ?? 1;
+  const bootstrap = options.bootstrap ?? 200;
+  const questions: QuestionAssessment[] = [];
+  for (const q of joined.questions) {
+    const rows = joined.rows.get(q.name) as Rows;
+    if (rows.n === 0) continue;
+    questions.push(assessQuestion(q, rows, { seed, bootstrap }));
+  }
+  return {
+    kind: "typed-eval.assessment",
+    answers: answersPath,
+    gold: goldPath,
+    rows: joined.counts,
+    gold_only_examples: joined.goldOnly,
+    ignored_gold_fields: joined.ignored,
+    raw: !!options.raw && joined.hadRaw,
+    seed,
+    bootstrap,
+    questions,
+  };
+}
+
+/** A quality gate: `question.metric` compared with a number. */
+export interface Condition {
+  question: string;
+  metric: string;
+  op: ">" | "<" | ">=" | "<=";
+  value: number;
+  text: string;
+}
+
+/** Parses `--fail-if "urgent.ece>0.05,topic.macro_f1<0.8"`. */
+export function parseConditions(text: string): Condition[] {
+  return text
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part !== "")
+    .map((part) => {
+      const m = /^(.+)\.([a-z0-9_]+)\s*(>=|<=|>|<)\s*(-?[0-9.]+(?:e-?\d+)?)$/i.exec(part);
+      if (!m || !Number.isFinite(Number(m[4]))) {
+        throw new QualityInputError(`--fail-if: cannot read "${part}"; write question.metric>number, e.g. urgent.ece>0.05,topic.macro_f1<0.8`);
+      }
+      return { question: m[1] as string, metric: m[2] as string, op: m[3] as Condition["op"], value: Number(m[4]), text: part };
+    });
+}
+
+/** The conditions that hold (each a failed gate), checking that every name exists. */
+export function failedConditions(a: Assessment, conditions: Condition[]): { condition: Condition; actual: number }[] {
+  const failed = [];
+  for (const c of conditions) {
+    const q = a.questions.find((x) => x.name === c.question);
+    if (!q) throw new QualityInputError(`--fail-if: no question "${c.question}" was assessed; assessed: ${a.questions.map((x) => x.name).join(", ")}`);
+    const actual = q.metrics[c.metric];
+    if (actual === undefined) throw new QualityInputError(`--fail-if: ${q.type} question ${q.name} has no metric "${c.metric}"; it has ${Object.keys(q.metrics).join(", ")}`);
+    const holds = c.op === ">" ? actual > c.value : c.op === "<" ? actual < c.value : c.op === ">=" ? actual >= c.value : actual <= c.value;
+    if (holds || Number.isNaN(actual)) failed.push({ condition: c, actual });
+  }
+  return failed;
+}
+
+const LABELS: Record<string, string> = {
+  accuracy: "accuracy",
+  balanced_accuracy: "balanced accuracy",
+  auroc: "AUROC",
+  auprc: "AUPRC",
+  brier: "Brier",
+  log_loss: "log loss",
+  macro_f1: "macro-F1",
+  kappa: "Cohen's kappa",
+  top2_accuracy: "top-2 accuracy",
+  within_one: "within one level",
+  mae: "MAE (expected score)",
+  qwk: "quadratic kappa",
+  spearman: "Spearman",
+  rps: "RPS",
+  ece: "ECE (15 bins)",
+  ace: "adaptive ECE",
+  mce: "MCE",
+  aurc: "risk-coverage area",
+};
+export const metricLabel = (m: string) => LABELS[m] ?? m;
+
+const fmt = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(3));
+
+/** The terminal table. */
+export function describeAssessment(a: Assessment): string {
+  const lines: string[] = [];
+  const r = a.rows;
+  lines.push(`${r.matched} of ${r.gold} gold rows matched ${r.answers} answers (${r.answers_only} answers without gold${r.gold_only ? `, ${r.gold_only} gold rows without answers` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`);
+  if (a.ignored_gold_fields.length) lines.push(`gold fields not assessed (not questions of the answers): ${a.ignored_gold_fields.join(", ")}`);
+  for (const q of a.questions) {
+    lines.push("", `${q.name} (${q.type}, ${q.n} rows)`);
+    for (const m of [...METRICS[q.type], ...METRICS.common]) {
+      const ci = q.intervals[m];
+      let line = `  ${metricLabel(m).padEnd(22)} ${fmt(q.metrics[m]).padStart(6)}`;
+      if (ci) line += `  [${fmt(ci[0])}, ${fmt(ci[1])}]`;
+      if (m === "ece") line += `${ci ? "" : "                "}  noise floor ${fmt(q.ece_noise_floor.median)} (95%: ${fmt(q.ece_noise_floor.p95)})`;
+      lines.push(line);
+    }
+    const cover = q.risk_coverage.at.map((p) => `${Math.round(p.coverage * 100)}%: ${fmt(p.accuracy)} (p>=${fmt(p.threshold)})`).join(", ");
+    lines.push(`  accuracy at coverage    ${cover}`);
+    if (q.label_mass) lines.push(`  accuracy by label mass  ${q.label_mass.map((b) => `${fmt(b.mass_lo)}-${fmt(b.mass_hi)}: ${fmt(b.accuracy)}`).join(", ")}`);
+  }
+  lines.push("", `95% intervals: ${a.bootstrap} bootstrap draws, seed ${a.seed}. Confidence = the top label's probability.`);
+  return lines.join("\n");
+}

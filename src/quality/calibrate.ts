@@ -1,0 +1,167 @@
+/**
+ * Fitting calibrations: per question, temperature scaling and temperature
+ * plus per-option bias ("platt"), chosen and reported by k-fold
+ * cross-validation on held-out rows (never in-sample numbers); and the
+ * label-prior corrections that need no gold labels (batch, contextual).
+ */
+import { readFileSync } from "node:fs";
+import type { Question } from "../api/schema.js";
+import { applyMap, fitData, fitMap, FITTED_METHODS, meanDistribution, priorMap, totalVariation, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import { QualityInputError, type QuestionInfo } from "./answers.js";
+import type { Rows } from "./assess.js";
+import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, seededRandom, topLabelConfidence, type Scored } from "./metrics.js";
+
+/** Held-out figures of one method. */
+export interface HeldOut {
+  log_loss: number;
+  ece: number;
+  brier: number;
+  accuracy: number;
+}
+
+export interface FittedQuestion extends QuestionCalibration {
+  /** Rows the final map was fitted on. */
+  rows?: number;
+  /** Cross-validated figures per method ("none" is the raw answers), when fitted on gold labels. */
+  cross_validation?: { folds: number; seed: number; held_out: Partial<Record<Method, HeldOut>> };
+  /** How far the map moved the mean label distribution (total variation distance), on the rows it was fitted on. */
+  moved?: number;
+  /** Mean label distribution before and after, on those rows. */
+  shares_before?: number[];
+  shares_after?: number[];
+}
+
+/** A calibration file: what `calibrate` writes and `run --calibration` applies. */
+export interface CalibrationFile {
+  kind: "typed-eval.calibration";
+  version: 1;
+  /** The model identity the answers came from (as the run journal keys it); null when unknown. */
+  identity: string | null;
+  /** The versioned model id the answers name. */
+  model: string | null;
+  created: string;
+  fitted_on: { answers: string; gold?: string };
+  questions: Record<string, FittedQuestion>;
+}
+
+function heldOutFigures(s: Scored): HeldOut {
+  const ones = new Float64Array(s.n).fill(1);
+  const pred = predictions(s);
+  const correct = Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0));
+  return {
+    log_loss: logLoss(s, ones),
+    ece: calibrationError(topLabelConfidence(s), correct).ece,
+    brier: brier(s, ones),
+    accuracy: accuracyOf(confusion(s.y, pred, s.k, ones), s.k),
+  };
+}
+
+/** Applies a fitted map to rows (row-major n x k). */
+export function mapped(p: Float64Array, k: number, c: Pick<QuestionCalibration, "temperature" | "bias">): Float64Array {
+  const out = new Float64Array(p.length);
+  for (let i = 0; i < p.length / k; i++) out.set(applyMap(c, p.subarray(i * k, (i + 1) * k)), i * k);
+  return out;
+}
+
+/**
+ * Fits a question's calibration on gold rows: each candidate method is
+ * fitted on k-1 folds and scored on the held-out fold; the method with the
+ * lowest held-out log loss is refitted on all rows (or `method` if named).
+ */
+export function fitQuestion(info: QuestionInfo, rows: Rows, options: { method: "auto" | "temperature" | "platt"; folds: number; seed: number }): FittedQuestion {
+  const s = rows.scored();
+  const { k, n } = s;
+  if (n < options.folds * 2) throw new QualityInputError(`${info.name}: ${n} gold rows are too few for ${options.folds}-fold cross-validation (at least ${options.folds * 2})`);
+  const data = fitData(s.p, s.y, k);
+  // Seeded shuffle into folds, so the same seed gives the same figures.
+  const random = seededRandom(options.seed);
+  const order = Int32Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j] as number, order[i] as number];
+  }
+  const fold = new Int32Array(n);
+  order.forEach((row, at) => (fold[row] = at % options.folds));
+  const candidates = options.method === "auto" ? [...FITTED_METHODS] : [options.method];
+  const heldOut: Partial<Record<Method, HeldOut>> = { none: heldOutFigures(s) };
+  for (const method of candidates) {
+    const out = new Float64Array(s.p.length);
+    for (let f = 0; f < options.folds; f++) {
+      const train = Int32Array.from(order.filter((row) => fold[row] !== f));
+      const fitted = fitMap(data, method, train);
+      for (let i = 0; i < n; i++) {
+        if (fold[i] !== f) continue;
+        out.set(mapped(s.p.subarray(i * k, (i + 1) * k), k, fitted), i * k);
+      }
+    }
+    heldOut[method] = heldOutFigures({ ...s, p: out });
+  }
+  const chosen = candidates.reduce((best, m) => ((heldOut[m] as HeldOut).log_loss < (heldOut[best] as HeldOut).log_loss ? m : best));
+  const fitted = fitMap(data, chosen);
+  const before = meanDistribution(s.p, k);
+  const after = meanDistribution(mapped(s.p, k, fitted), k);
+  return {
+    type: info.type,
+    method: chosen,
+    temperature: fitted.temperature,
+    bias: fitted.bias,
+    labels: info.labels,
+    rows: n,
+    cross_validation: { folds: options.folds, seed: options.seed, held_out: heldOut },
+    moved: totalVariation(before, after),
+    shares_before: before,
+    shares_after: after,
+  };
+}
+
+/** Batch calibration: the label prior is the mean answer of the rows themselves (no gold, no extra calls). */
+export function batchQuestion(info: QuestionInfo, p: Float64Array, k: number): FittedQuestion {
+  const prior = meanDistribution(p, k);
+  const map = priorMap(info, prior, "batch");
+  const after = meanDistribution(mapped(p, k, map), k);
+  return { ...map, labels: info.labels, rows: p.length / k, moved: totalVariation(prior, after), shares_before: prior, shares_after: after };
+}
+
+/** Reads and checks a calibration file. */
+export function loadCalibration(path: string): CalibrationFile {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    throw new QualityInputError(`cannot read calibration ${path}: ${(error as Error).message}`);
+  }
+  const file = json as Partial<CalibrationFile>;
+  if (file.kind !== "typed-eval.calibration" || file.version !== 1 || typeof file.questions !== "object" || file.questions === null) {
+    throw new QualityInputError(`${path} is not a typed-eval calibration file (write one with typed-eval calibrate)`);
+  }
+  for (const [name, q] of Object.entries(file.questions)) {
+    const ok =
+      Array.isArray(q.labels) &&
+      Array.isArray(q.bias) &&
+      q.bias.length === q.labels.length &&
+      q.bias.every((b) => Number.isFinite(b)) &&
+      typeof q.temperature === "number" &&
+      q.temperature > 0 &&
+      Number.isFinite(q.temperature);
+    if (!ok) throw new QualityInputError(`${path}: question ${name}: needs labels, one finite bias per label and a positive temperature`);
+  }
+  return file as CalibrationFile;
+}
+
+/**
+ * Checks a calibration against a job's questions: every calibrated question
+ * must exist with the same labels in the same order. Returns the maps by question.
+ */
+export function calibrationFor(file: CalibrationFile, path: string, questions: Record<string, Question>, labelsOf: (q: Question) => string[]): Map<string, QuestionCalibration> {
+  const out = new Map<string, QuestionCalibration>();
+  for (const [name, c] of Object.entries(file.questions)) {
+    const q = questions[name];
+    if (!q) throw new QualityInputError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${Object.keys(questions).join(", ")}`);
+    const labels = labelsOf(q);
+    if (q.type !== c.type || labels.join("\u0000") !== c.labels.join("\u0000")) {
+      throw new QualityInputError(`${path}: question ${name} was calibrated as a ${c.type} with labels ${c.labels.join(", ")}, but the job's has ${labels.join(", ")}; calibrate again`);
+    }
+    out.set(name, c);
+  }
+  return out;
+}

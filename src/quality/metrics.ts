@@ -1,0 +1,500 @@
+/**
+ * Label-quality metrics over answered rows with gold labels. Pure functions,
+ * no I/O.
+ *
+ * Every metric takes per-row weights: a plain evaluation passes ones, and the
+ * bootstrap passes how many times each row was drawn. Resampling then costs
+ * O(n) per draw with no copies, and anything that needs a sort (AUROC,
+ * AUPRC) sorts once: a million rows bootstrap 200 times in seconds.
+ *
+ * Conventions (fixtures in test/quality/fixtures were computed by
+ * scikit-learn 1.2 and SciPy, see the command there):
+ * - classes are 0..k-1; for noul 0 = no and 1 = yes, so `p[1]` is the answer;
+ * - the prediction is the most probable class, ties to the first (as the
+ *   readout does), so a noul is "yes" when p(yes) > 0.5;
+ * - "confidence" here is the top-label probability `max_i p_i`, the quantity
+ *   a calibrated model makes equal to its accuracy (not the v1 `confidence`
+ *   field, which for a choice is a rescaling of it and ranks rows the same).
+ */
+
+/** Rows of one question: `p` holds n rows of k probabilities, `y` the gold class of each row. */
+export interface Scored {
+  n: number;
+  k: number;
+  p: Float64Array;
+  y: Int32Array;
+}
+
+/** Predicted class (argmax, ties to the first) of every row. */
+export function predictions(s: Scored): Int32Array {
+  const out = new Int32Array(s.n);
+  for (let i = 0; i < s.n; i++) {
+    let best = 0;
+    const base = i * s.k;
+    for (let j = 1; j < s.k; j++) if ((s.p[base + j] as number) > (s.p[base + best] as number)) best = j;
+    out[i] = best;
+  }
+  return out;
+}
+
+/** Top-label probability of every row. */
+export function topLabelConfidence(s: Scored): Float64Array {
+  const out = new Float64Array(s.n);
+  for (let i = 0; i < s.n; i++) {
+    let max = 0;
+    for (let j = 0; j < s.k; j++) max = Math.max(max, s.p[i * s.k + j] as number);
+    out[i] = max;
+  }
+  return out;
+}
+
+/** Weighted k x k confusion matrix: rows are gold, columns predicted. */
+export function confusion(y: Int32Array, pred: Int32Array, k: number, w: Float64Array): Float64Array {
+  const m = new Float64Array(k * k);
+  for (let i = 0; i < y.length; i++) m[(y[i] as number) * k + (pred[i] as number)]! += w[i] as number;
+  return m;
+}
+
+function total(m: Float64Array): number {
+  let t = 0;
+  for (const v of m) t += v;
+  return t;
+}
+
+/** Share of rows on the diagonal. */
+export function accuracyOf(m: Float64Array, k: number): number {
+  let diag = 0;
+  for (let c = 0; c < k; c++) diag += m[c * k + c] as number;
+  const t = total(m);
+  return t > 0 ? diag / t : NaN;
+}
+
+function rowSum(m: Float64Array, k: number, r: number): number {
+  let s = 0;
+  for (let c = 0; c < k; c++) s += m[r * k + c] as number;
+  return s;
+}
+
+function colSum(m: Float64Array, k: number, c: number): number {
+  let s = 0;
+  for (let r = 0; r < k; r++) s += m[r * k + c] as number;
+  return s;
+}
+
+/** Mean recall over the classes that occur in the gold labels (scikit-learn's balanced accuracy). */
+export function balancedAccuracyOf(m: Float64Array, k: number): number {
+  let sum = 0;
+  let classes = 0;
+  for (let c = 0; c < k; c++) {
+    const support = rowSum(m, k, c);
+    if (support > 0) {
+      sum += (m[c * k + c] as number) / support;
+      classes++;
+    }
+  }
+  return classes > 0 ? sum / classes : NaN;
+}
+
+/**
+ * Macro-averaged F1 over the classes that occur in the gold labels or the
+ * predictions (scikit-learn's default label set; an undefined F1 counts 0).
+ */
+export function macroF1Of(m: Float64Array, k: number): number {
+  let sum = 0;
+  let classes = 0;
+  for (let c = 0; c < k; c++) {
+    const support = rowSum(m, k, c);
+    const predicted = colSum(m, k, c);
+    if (support === 0 && predicted === 0) continue;
+    const tp = m[c * k + c] as number;
+    sum += support + predicted > 0 ? (2 * tp) / (support + predicted) : 0;
+    classes++;
+  }
+  return classes > 0 ? sum / classes : NaN;
+}
+
+/**
+ * Cohen's kappa from a confusion matrix, unweighted or with quadratic
+ * weights on the class index distance (ordinal levels: all k levels count,
+ * whether they occur or not).
+ */
+export function kappaOf(m: Float64Array, k: number, weights: "none" | "quadratic" = "none"): number {
+  const t = total(m);
+  if (t === 0) return NaN;
+  const rows = Array.from({ length: k }, (_, r) => rowSum(m, k, r) / t);
+  const cols = Array.from({ length: k }, (_, c) => colSum(m, k, c) / t);
+  let observed = 0;
+  let expected = 0;
+  for (let r = 0; r < k; r++) {
+    for (let c = 0; c < k; c++) {
+      const d = weights === "quadratic" ? (r - c) ** 2 : r === c ? 0 : 1;
+      observed += (d * (m[r * k + c] as number)) / t;
+      expected += d * (rows[r] as number) * (cols[c] as number);
+    }
+  }
+  // Every row and prediction in one class: agreement is total, and kappa is undefined (scikit-learn says NaN).
+  return expected === 0 ? NaN : 1 - observed / expected;
+}
+
+/** Share of rows whose gold class is among the `top` most probable (ties count against). */
+export function topKAccuracy(s: Scored, top: number, w: Float64Array): number {
+  let hit = 0;
+  let t = 0;
+  for (let i = 0; i < s.n; i++) {
+    const base = i * s.k;
+    const pGold = s.p[base + (s.y[i] as number)] as number;
+    let above = 0;
+    for (let j = 0; j < s.k; j++) if ((s.p[base + j] as number) > pGold) above++;
+    if (above < top) hit += w[i] as number;
+    t += w[i] as number;
+  }
+  return hit / t;
+}
+
+/** Mean over rows of the squared distance between p and the one-hot gold (sum over classes; binary uses the positive class only). */
+export function brier(s: Scored, w: Float64Array): number {
+  let sum = 0;
+  let t = 0;
+  for (let i = 0; i < s.n; i++) {
+    const base = i * s.k;
+    const y = s.y[i] as number;
+    let e = 0;
+    if (s.k === 2) e = ((s.p[base + 1] as number) - (y === 1 ? 1 : 0)) ** 2;
+    else for (let j = 0; j < s.k; j++) e += ((s.p[base + j] as number) - (j === y ? 1 : 0)) ** 2;
+    sum += (w[i] as number) * e;
+    t += w[i] as number;
+  }
+  return sum / t;
+}
+
+/** Probabilities are clipped here before the logarithm, as scikit-learn does. */
+export const LOG_LOSS_EPS = 1e-15;
+
+/** Mean negative log-probability of the gold class. */
+export function logLoss(s: Scored, w: Float64Array): number {
+  let sum = 0;
+  let t = 0;
+  for (let i = 0; i < s.n; i++) {
+    const p = Math.min(Math.max(s.p[i * s.k + (s.y[i] as number)] as number, LOG_LOSS_EPS), 1 - LOG_LOSS_EPS);
+    sum -= (w[i] as number) * Math.log(p);
+    t += w[i] as number;
+  }
+  return sum / t;
+}
+
+/** Row indices sorted by `score` descending (stable). */
+export function orderDescending(score: Float64Array): Int32Array {
+  const order = Int32Array.from({ length: score.length }, (_, i) => i);
+  order.sort((a, b) => (score[b] as number) - (score[a] as number) || a - b);
+  return order;
+}
+
+/**
+ * AUROC and average precision of a binary score, given the rows in
+ * descending score order. Tied scores form one threshold (ROC ties count
+ * half), as scikit-learn's roc_auc_score and average_precision_score do.
+ */
+export function binaryRanking(score: Float64Array, positive: Uint8Array, order: Int32Array, w: Float64Array): { auroc: number; auprc: number } {
+  let pos = 0;
+  let neg = 0;
+  for (let i = 0; i < score.length; i++) {
+    if (positive[i]) pos += w[i] as number;
+    else neg += w[i] as number;
+  }
+  if (pos === 0 || neg === 0) return { auroc: NaN, auprc: pos === 0 ? NaN : 1 };
+  let tp = 0;
+  let fp = 0;
+  let auc = 0;
+  let ap = 0;
+  let i = 0;
+  while (i < order.length) {
+    const s = score[order[i] as number] as number;
+    let dtp = 0;
+    let dfp = 0;
+    while (i < order.length && score[order[i] as number] === s) {
+      const r = order[i] as number;
+      if (positive[r]) dtp += w[r] as number;
+      else dfp += w[r] as number;
+      i++;
+    }
+    // Each negative in this group is outranked by every positive above it, and ties with this group's positives.
+    auc += dfp * (tp + dtp / 2);
+    tp += dtp;
+    fp += dfp;
+    if (dtp > 0) ap += (dtp / pos) * (tp / (tp + fp));
+  }
+  return { auroc: auc / (pos * neg), auprc: ap };
+}
+
+/** Average ranks (1-based, ties share their mean rank). */
+function ranks(values: Float64Array): Float64Array {
+  const order = Int32Array.from({ length: values.length }, (_, i) => i).sort((a, b) => (values[a] as number) - (values[b] as number));
+  const out = new Float64Array(values.length);
+  let i = 0;
+  while (i < order.length) {
+    let j = i;
+    while (j + 1 < order.length && values[order[j + 1] as number] === values[order[i] as number]) j++;
+    const rank = (i + j) / 2 + 1;
+    for (let t = i; t <= j; t++) out[order[t] as number] = rank;
+    i = j + 1;
+  }
+  return out;
+}
+
+/** Weighted Pearson correlation. */
+function pearson(a: Float64Array, b: Float64Array, w: Float64Array): number {
+  let t = 0;
+  let ma = 0;
+  let mb = 0;
+  for (let i = 0; i < a.length; i++) {
+    t += w[i] as number;
+    ma += (w[i] as number) * (a[i] as number);
+    mb += (w[i] as number) * (b[i] as number);
+  }
+  ma /= t;
+  mb /= t;
+  let cov = 0;
+  let va = 0;
+  let vb = 0;
+  for (let i = 0; i < a.length; i++) {
+    const da = (a[i] as number) - ma;
+    const db = (b[i] as number) - mb;
+    cov += (w[i] as number) * da * db;
+    va += (w[i] as number) * da * da;
+    vb += (w[i] as number) * db * db;
+  }
+  return va > 0 && vb > 0 ? cov / Math.sqrt(va * vb) : NaN;
+}
+
+/**
+ * Spearman's rank correlation: Pearson on ranks. The ranks are those of the
+ * rows as given; under bootstrap weights they are not recomputed, which
+ * keeps a draw O(n) and moves the interval negligibly at the sizes it matters.
+ */
+export function spearman(a: Float64Array, b: Float64Array, w: Float64Array, ranked?: { a: Float64Array; b: Float64Array }): number {
+  const r = ranked ?? { a: ranks(a), b: ranks(b) };
+  return pearson(r.a, r.b, w);
+}
+
+export function rankPair(a: Float64Array, b: Float64Array): { a: Float64Array; b: Float64Array } {
+  return { a: ranks(a), b: ranks(b) };
+}
+
+/** Expected level `sum_j j p_j` of every row. */
+export function expectedLevel(s: Scored): Float64Array {
+  const out = new Float64Array(s.n);
+  for (let i = 0; i < s.n; i++) {
+    let e = 0;
+    for (let j = 0; j < s.k; j++) e += j * (s.p[i * s.k + j] as number);
+    out[i] = e;
+  }
+  return out;
+}
+
+/** Mean absolute error of the expected level against the gold level. */
+export function maeExpected(expected: Float64Array, y: Int32Array, w: Float64Array): number {
+  let sum = 0;
+  let t = 0;
+  for (let i = 0; i < y.length; i++) {
+    sum += (w[i] as number) * Math.abs((expected[i] as number) - (y[i] as number));
+    t += w[i] as number;
+  }
+  return sum / t;
+}
+
+/** Share of rows whose predicted level is within `d` of the gold level. */
+export function withinAccuracy(pred: Int32Array, y: Int32Array, d: number, w: Float64Array): number {
+  let hit = 0;
+  let t = 0;
+  for (let i = 0; i < y.length; i++) {
+    if (Math.abs((pred[i] as number) - (y[i] as number)) <= d) hit += w[i] as number;
+    t += w[i] as number;
+  }
+  return hit / t;
+}
+
+/**
+ * Ranked probability score: the squared distance between the predicted and
+ * the gold cumulative distributions, summed over the k-1 thresholds and
+ * divided by k-1, so it lies in [0, 1]; 0 is a sure, right answer.
+ */
+export function rankedProbabilityScore(s: Scored, w: Float64Array): number {
+  if (s.k < 2) return 0;
+  let sum = 0;
+  let t = 0;
+  for (let i = 0; i < s.n; i++) {
+    let cdf = 0;
+    let e = 0;
+    const y = s.y[i] as number;
+    for (let j = 0; j < s.k - 1; j++) {
+      cdf += s.p[i * s.k + j] as number;
+      e += (cdf - (j >= y ? 1 : 0)) ** 2;
+    }
+    sum += ((w[i] as number) * e) / (s.k - 1);
+    t += w[i] as number;
+  }
+  return sum / t;
+}
+
+/** One bin of a reliability diagram. */
+export interface Bin {
+  lo: number;
+  hi: number;
+  count: number;
+  confidence: number;
+  accuracy: number;
+}
+
+export interface Calibration {
+  /** Expected calibration error over 15 equal-width bins of the top-label probability. */
+  ece: number;
+  /** The same over 15 equal-mass bins (adaptive ECE). */
+  ace: number;
+  /** Largest |accuracy - confidence| of a non-empty equal-width bin. */
+  mce: number;
+  bins: Bin[];
+}
+
+export const ECE_BINS = 15;
+
+/** Equal-width bin of a confidence: bins are (lo, hi], with 0 in the first. */
+export function binOf(confidence: number, bins = ECE_BINS): number {
+  return Math.min(bins - 1, Math.max(0, Math.ceil(confidence * bins) - 1));
+}
+
+/** Weighted ECE over precomputed bin indices; used by the bootstrap and the noise floor. */
+export function eceFromBins(bin: Uint8Array, confidence: Float64Array, correct: Uint8Array, w: Float64Array, bins = ECE_BINS): number {
+  const n = new Float64Array(bins);
+  const c = new Float64Array(bins);
+  const a = new Float64Array(bins);
+  let t = 0;
+  for (let i = 0; i < bin.length; i++) {
+    const b = bin[i] as number;
+    const wi = w[i] as number;
+    n[b]! += wi;
+    c[b]! += wi * (confidence[i] as number);
+    if (correct[i]) a[b]! += wi;
+    t += wi;
+  }
+  let ece = 0;
+  for (let b = 0; b < bins; b++) if ((n[b] as number) > 0) ece += Math.abs((a[b] as number) - (c[b] as number)) / t;
+  return ece;
+}
+
+/** ECE, adaptive ECE, MCE and the reliability diagram's bins. */
+export function calibrationError(confidence: Float64Array, correct: Uint8Array, bins = ECE_BINS): Calibration {
+  const n = confidence.length;
+  const ones = new Float64Array(n).fill(1);
+  const bin = Uint8Array.from(confidence, (c) => binOf(c, bins));
+  const out: Bin[] = [];
+  let mce = 0;
+  for (let b = 0; b < bins; b++) {
+    let count = 0;
+    let conf = 0;
+    let acc = 0;
+    for (let i = 0; i < n; i++) {
+      if (bin[i] !== b) continue;
+      count++;
+      conf += confidence[i] as number;
+      acc += correct[i] as number;
+    }
+    if (count > 0) mce = Math.max(mce, Math.abs(acc - conf) / count);
+    out.push({ lo: b / bins, hi: (b + 1) / bins, count, confidence: count ? conf / count : NaN, accuracy: count ? acc / count : NaN });
+  }
+  // Equal-mass bins: rows sorted by confidence, cut into `bins` runs of (nearly) equal size, as numpy's array_split does.
+  const order = Int32Array.from({ length: n }, (_, i) => i).sort((a, b) => (confidence[a] as number) - (confidence[b] as number) || a - b);
+  let ace = 0;
+  const base = Math.floor(n / bins);
+  const extra = n % bins;
+  let start = 0;
+  for (let b = 0; b < bins && start < n; b++) {
+    const size = base + (b < extra ? 1 : 0);
+    if (size === 0) continue;
+    let conf = 0;
+    let acc = 0;
+    for (let t = start; t < start + size; t++) {
+      conf += confidence[order[t] as number] as number;
+      acc += correct[order[t] as number] as number;
+    }
+    ace += Math.abs(acc - conf) / n;
+    start += size;
+  }
+  return { ece: eceFromBins(bin, confidence, correct, ones, bins), ace, mce, bins: out };
+}
+
+/** Risk-coverage: rows ranked by confidence, most confident first. */
+export interface RiskCoverage {
+  /** Area under the risk-coverage curve: the mean error rate over every coverage 1/n..1. Lower is better. */
+  aurc: number;
+  /** Accuracy of the most confident share of rows, at each coverage asked for. */
+  at: { coverage: number; accuracy: number; threshold: number }[];
+  /** Up to 101 points (coverage, accuracy, threshold) for plotting. */
+  curve: { coverage: number; accuracy: number; threshold: number }[];
+}
+
+export function riskCoverage(confidence: Float64Array, correct: Uint8Array, coverages = [0.5, 0.8, 0.9, 1]): RiskCoverage {
+  const n = confidence.length;
+  const order = orderDescending(confidence);
+  const cumulative = new Float64Array(n + 1);
+  let risk = 0;
+  for (let i = 0; i < n; i++) {
+    cumulative[i + 1] = (cumulative[i] as number) + (correct[order[i] as number] as number);
+    risk += 1 - (cumulative[i + 1] as number) / (i + 1);
+  }
+  const point = (coverage: number) => {
+    const m = Math.max(1, Math.ceil(coverage * n - 1e-9));
+    return { coverage, accuracy: (cumulative[m] as number) / m, threshold: confidence[order[m - 1] as number] as number };
+  };
+  const curve = [];
+  for (let c = 1; c <= 100; c++) curve.push(point(c / 100));
+  return { aurc: n ? risk / n : NaN, at: n ? coverages.map(point) : [], curve: n ? curve : [] };
+}
+
+/** A seeded generator (mulberry32): the same seed gives the same numbers on every machine. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * The ECE a perfectly calibrated model would show at these confidences: each
+ * row is right with probability equal to its confidence, drawn `draws` times.
+ * ECE is biased upwards at small n, so a measured ECE means little unless it
+ * stands above this floor.
+ */
+export function eceNoiseFloor(confidence: Float64Array, draws = 200, seed = 1): { median: number; p95: number } {
+  const random = seededRandom(seed);
+  const n = confidence.length;
+  const bin = Uint8Array.from(confidence, (c) => binOf(c));
+  const ones = new Float64Array(n).fill(1);
+  const correct = new Uint8Array(n);
+  const values: number[] = [];
+  for (let d = 0; d < draws; d++) {
+    for (let i = 0; i < n; i++) correct[i] = random() < (confidence[i] as number) ? 1 : 0;
+    values.push(eceFromBins(bin, confidence, correct, ones));
+  }
+  values.sort((a, b) => a - b);
+  return { median: quantile(values, 0.5), p95: quantile(values, 0.95) };
+}
+
+/** Linear-interpolated quantile of sorted values (numpy's default). */
+export function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  const at = (sorted.length - 1) * q;
+  const lo = Math.floor(at);
+  const hi = Math.ceil(at);
+  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (at - lo);
+}
+
+/** Bootstrap draw weights: how many times each of n rows was drawn in n draws with replacement. */
+export function drawWeights(n: number, random: () => number, into: Float64Array): Float64Array {
+  into.fill(0);
+  for (let i = 0; i < n; i++) into[Math.floor(random() * n)]! += 1;
+  return into;
+}
