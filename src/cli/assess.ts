@@ -1,7 +1,8 @@
 import type { CommandModule } from "yargs";
 import { loadJob } from "../runner/job.js";
 import { infoOf, type QuestionInfo } from "../quality/answers.js";
-import { assess, describeAssessment, failedConditions, parseConditions } from "../quality/assess.js";
+import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
+import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
 import { EXIT, UsageError } from "./exit.js";
 import { writeFileAtomic } from "./files.js";
@@ -66,5 +67,43 @@ export const assessCommand: CommandModule<object, AssessArgs> = {
       process.stderr.write(`typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`);
       process.exitCode = EXIT.gate;
     }
+  },
+};
+
+interface ThresholdArgs {
+  answers: string;
+  gold: string;
+  job: string | undefined;
+  "id-field": string | undefined;
+  "target-accuracy": number;
+  seed: number;
+  bootstrap: number;
+  json: boolean;
+  "allow-unmatched": boolean;
+}
+
+/** `typed-eval thresholds`: per-question review thresholds for a target accuracy, from gold labels. */
+export const thresholdsCommand: CommandModule<object, ThresholdArgs> = {
+  command: "thresholds <answers>",
+  describe: "Pick per-question review thresholds that reach a target accuracy on gold labels, with the coverage each gives",
+  builder: (y) =>
+    y
+      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
+      .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
+      .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field)" })
+      .option("id-field", { type: "string", describe: "gold field holding the record id" })
+      .option("target-accuracy", { type: "number", demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" })
+      .option("seed", { type: "number", default: 1, describe: "bootstrap seed" })
+      .option("bootstrap", { type: "number", default: 200, describe: "bootstrap draws for the 95% intervals" })
+      .option("json", { type: "boolean", default: false, describe: "print JSON" })
+      .option("allow-unmatched", { type: "boolean", default: false, describe: "go on when some gold ids are not in the answers" }),
+  handler: async (args) => {
+    const target = args["target-accuracy"];
+    if (!(target > 0 && target <= 1)) throw new UsageError("--target-accuracy takes a number above 0 and at most 1, e.g. 0.95");
+    if (!(Number.isInteger(args.bootstrap) && args.bootstrap >= 0 && args.bootstrap <= 100_000)) throw new UsageError("--bootstrap takes a whole number from 0 to 100000");
+    const { questions, idField } = jobQuestions(args.job);
+    const joined = await joinGold(args.answers, args.gold, { questions, idField: args["id-field"], jobIdField: idField, allowUnmatched: args["allow-unmatched"] });
+    const list = thresholds(joined, target, { seed: args.seed, bootstrap: args.bootstrap });
+    process.stdout.write(args.json ? `${JSON.stringify(list, null, 2)}\n` : `${describeThresholds(list)}\n`);
   },
 };

@@ -11,7 +11,9 @@ import { serveCommand } from "./serve.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
 import { EXIT, UsageError } from "./exit.js";
-import { assessCommand } from "./assess.js";
+import { assessCommand, thresholdsCommand } from "./assess.js";
+import { reportCommand } from "./report.js";
+import { calibrateCommand } from "./calibrate.js";
 import { QualityInputError } from "../quality/answers.js";
 import { DownloadError } from "../models/download.js";
 import { RegistryError } from "../models/registry.js";
@@ -29,6 +31,9 @@ await yargs(hideBin(process.argv))
   .command(estimateCommand)
   .command(usageCommand)
   .command(assessCommand)
+  .command(calibrateCommand)
+  .command(thresholdsCommand)
+  .command(reportCommand)
   .command(askCommand)
   .command(modelsCommand)
   .command(serveCommand)

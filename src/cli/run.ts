@@ -11,13 +11,16 @@ import { ModelRegistry, RegistryError } from "../models/registry.js";
 import { estimateJob, describeEstimate } from "../runner/estimate.js";
 import { loadJob, type Job } from "../runner/job.js";
 import { RunLimiter } from "../runner/limiter.js";
-import { localTarget, type OutputTarget } from "../runner/outputs.js";
+import { localTarget, type OutputFormat, type OutputTarget } from "../runner/outputs.js";
+import { parseShare, reviewThresholds } from "../runner/labels.js";
+import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
+import { questionLabels } from "../evaluator/calibration.js";
 import { parseShard, type Shard } from "../runner/records.js";
-import { runJob } from "../runner/run.js";
+import { runJob, type RunOptions } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
 import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
-import { EXIT } from "./exit.js";
+import { EXIT, UsageError } from "./exit.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
@@ -44,6 +47,12 @@ interface RunArgs extends JobArgs {
   "dry-run": boolean;
   "max-retries": number;
   "max-failures-in-a-row": number;
+  calibration: string | undefined;
+  "force-calibration": boolean;
+  "review-below": number | undefined;
+  "audit-sample": string | undefined;
+  "audit-seed": number;
+  "csv-bom": boolean;
 }
 
 /** Options shared by `run` and `estimate`. */
@@ -73,6 +82,14 @@ export async function prepareJob(args: JobArgs, logger: Logger) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
   const source: Source = isS3(args.input) ? await openS3Source(args.input, format) : openLocalSource(args.input, format);
+  const { evaluator, entry } = await openEvaluator(args, job, logger);
+  const price = args.price ?? entry?.price_per_million_input_tokens ?? 0.042;
+  const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
+  return { job, shard, format, source, evaluator, price, concurrency };
+}
+
+/** The evaluator a job runs on: the remote endpoint of --base-url, else the job's model embedded. */
+export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" | "api-key-env" | "timeout" | "job">, job: Job, logger: Logger) {
   const registry = ModelRegistry.load({ file: args["models-file"] });
   const entry = registry.find(job.model);
   let evaluator: Evaluator;
@@ -84,9 +101,39 @@ export async function prepareJob(args: JobArgs, logger: Logger) {
     if (!entry) throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
     evaluator = await openModelFromArgs({ ...args, model: job.model });
   }
-  const price = args.price ?? entry?.price_per_million_input_tokens ?? 0.042;
-  const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
-  return { job, shard, format, source, evaluator, price, concurrency };
+  return { evaluator, entry };
+}
+
+/** Calibration and review routing from the flags and the job file (flags win). */
+function outputPolicy(args: RunArgs, job: Job, evaluator: Evaluator, sidecar: string, format: OutputFormat, logger: Logger): NonNullable<RunOptions["output"]> {
+  const policy: NonNullable<RunOptions["output"]> = { csvBom: args["csv-bom"] };
+  const calibration = args.calibration ?? (job.calibration === undefined ? undefined : job.calibration === "batch" ? "batch" : resolve(dirname(args.job), job.calibration));
+  if (calibration === "batch") {
+    policy.calibration = "batch";
+    policy.calibrationSource = "batch";
+  } else if (calibration !== undefined) {
+    const file = loadCalibration(calibration);
+    const identity = evaluator.identity(job.model);
+    if (file.identity !== identity) {
+      const why = file.identity === null ? "names no model identity (its answers had no usage file beside them)" : `was fitted for ${file.identity}`;
+      if (!args["force-calibration"]) {
+        throw new UsageError(`${calibration} ${why}, but this run's model is ${identity}; calibrate on this model's answers, or pass --force-calibration to apply it anyway`);
+      }
+      logger.warn({ calibration, fitted_for: file.identity, model: identity }, `applying a calibration that ${why} (--force-calibration)`);
+    }
+    policy.calibration = calibrationFor(file, calibration, job.questions, questionLabels);
+    policy.calibrationSource = calibration;
+  }
+  const below = args["review-below"] ?? job.review_below;
+  const auditText = args["audit-sample"] ?? job.audit_sample;
+  const auditRate = auditText === undefined ? 0 : parseShare(auditText);
+  if (auditRate === undefined) throw new UsageError(`--audit-sample takes a share such as 1% or 0.01, not ${JSON.stringify(auditText)}`);
+  if (below !== undefined || auditRate > 0) {
+    const reviewFile = `${sidecar}.review.${format}`;
+    policy.review = { policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: args["audit-seed"] }, target: target(reviewFile) };
+    policy.reviewFile = reviewFile;
+  }
+  return policy;
 }
 
 /** The journal's default place: beside a path output, else in .typed-eval/ under a name unique to the job. */
@@ -113,7 +160,13 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option("journal", { type: "string", describe: "the resumable run state (default: <output>.journal)" })
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
       .option("max-retries", { type: "number", default: 6, describe: "retries per record on 408, 429, 5xx and network errors" })
-      .option("max-failures-in-a-row", { type: "number", default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" }),
+      .option("max-failures-in-a-row", { type: "number", default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" })
+      .option("calibration", { type: "string", describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers" })
+      .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
+      .option("review-below", { type: "number", describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" })
+      .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
+      .option("audit-seed", { type: "number", default: 1, describe: "seed of the audit sample: the same seed picks the same records" })
+      .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" }),
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
     // lets the heap grow with the input before it collects (260 MiB peak at
@@ -134,7 +187,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv)(\.gz)?$/i, "");
       const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
       if (output !== "-" && !isS3(output)) mkdirSync(dirname(resolve(output)), { recursive: true });
-      const answersFormat = formatOf(output, args["output-format"]);
+      const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
       const sidecar = output === "-" ? "typed-eval" : output;
       const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
       const journalPath = args.journal ?? defaultJournal(args, output);
@@ -149,6 +202,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         answers: { target: target(output), format: answersFormat },
         errors: target(errorsPath),
         usage: output === "-" ? undefined : target(`${output}.usage.json`),
+        output: outputPolicy(args, job, evaluator, sidecar, answersFormat, logger),
         limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps, concurrency }),
         concurrency,
         shard,
@@ -175,7 +229,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
       }
       if (result.summary.records.read === 0) logger.warn({ input: args.input }, "the input holds no records: check that it is the file you meant");
       process.stderr.write(`${describeUsage(result.summary)}\n`);
-      process.stderr.write(`answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}\n`);
+      const review = result.summary.review;
+      process.stderr.write(`answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}${review ? `; review: ${review.file} (${review.below_threshold} below threshold, ${review.audit} audit)` : ""}\n`);
       process.exitCode = result.exitCode;
     } catch (error) {
       if (error instanceof TypedEvalError) {

@@ -5,8 +5,8 @@
  * label-prior corrections that need no gold labels (batch, contextual).
  */
 import { readFileSync } from "node:fs";
-import type { Question } from "../api/schema.js";
-import { applyMap, fitData, fitMap, FITTED_METHODS, meanDistribution, priorMap, totalVariation, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import type { Answer, Question } from "../api/schema.js";
+import { answerDistribution, applyMap, fitData, fitMap, FITTED_METHODS, meanDistribution, priorMap, questionLabels, totalVariation, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
 import { QualityInputError, type QuestionInfo } from "./answers.js";
 import type { Rows } from "./assess.js";
 import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, seededRandom, topLabelConfidence, type Scored } from "./metrics.js";
@@ -96,10 +96,10 @@ export function fitQuestion(info: QuestionInfo, rows: Rows, options: { method: "
     }
     heldOut[method] = heldOutFigures({ ...s, p: out });
   }
-  const chosen = candidates.reduce((best, m) => ((heldOut[m] as HeldOut).log_loss < (heldOut[best] as HeldOut).log_loss ? m : best));
-  const fitted = fitMap(data, chosen);
-  const before = meanDistribution(s.p, k);
-  const after = meanDistribution(mapped(s.p, k, fitted), k);
+  // Auto keeps the raw answers when no method beats them on held-out rows: a map must earn its place.
+  const pool: Method[] = options.method === "auto" ? ["none", ...candidates] : candidates;
+  const chosen = pool.reduce((best, m) => ((heldOut[m] as HeldOut).log_loss < (heldOut[best] as HeldOut).log_loss ? m : best));
+  const fitted = chosen === "none" ? { temperature: 1, bias: info.labels.map(() => 0) } : fitMap(data, chosen as "temperature" | "platt");
   return {
     type: info.type,
     method: chosen,
@@ -108,18 +108,53 @@ export function fitQuestion(info: QuestionInfo, rows: Rows, options: { method: "
     labels: info.labels,
     rows: n,
     cross_validation: { folds: options.folds, seed: options.seed, held_out: heldOut },
-    moved: totalVariation(before, after),
-    shares_before: before,
-    shares_after: after,
+    ...movement(s.p, k, fitted),
   };
 }
 
 /** Batch calibration: the label prior is the mean answer of the rows themselves (no gold, no extra calls). */
 export function batchQuestion(info: QuestionInfo, p: Float64Array, k: number): FittedQuestion {
-  const prior = meanDistribution(p, k);
-  const map = priorMap(info, prior, "batch");
+  const map = priorMap(info, meanDistribution(p, k), "batch");
+  return { ...map, rows: p.length / k, ...movement(p, k, map) };
+}
+
+/** The content-free states of contextual calibration (Zhao et al. 2021 use "N/A", "" and "[MASK]"). */
+export const CONTENT_FREE_STATES = ["N/A", "", "[MASK]"];
+
+/**
+ * Contextual calibration: asks every question about content-free states
+ * through the evaluator the run uses, and takes the mean answer as the label
+ * bias to divide out. `ask` answers one request (the caller's evaluator).
+ */
+export async function contextualMaps(
+  questions: Record<string, Question>,
+  ask: (state: string) => Promise<Record<string, Answer>>,
+): Promise<{ maps: Record<string, FittedQuestion>; priors: Record<string, number[]> }> {
+  const sums = new Map<string, number[]>();
+  for (const state of CONTENT_FREE_STATES) {
+    const answers = await ask(state);
+    for (const [name, q] of Object.entries(questions)) {
+      const a = answers[name];
+      if (!a) throw new QualityInputError(`the content-free request got no answer to ${name}`);
+      const p = answerDistribution(q, a);
+      const sum = sums.get(name) ?? new Array<number>(p.length).fill(0);
+      p.forEach((v, i) => (sum[i]! += v / CONTENT_FREE_STATES.length));
+      sums.set(name, sum);
+    }
+  }
+  const maps: Record<string, FittedQuestion> = {};
+  for (const [name, prior] of sums) {
+    const q = questions[name] as Question;
+    maps[name] = priorMap({ type: q.type, labels: questionLabels(q) }, prior, "contextual");
+  }
+  return { maps, priors: Object.fromEntries(sums) };
+}
+
+/** How far a map moves the mean distribution of rows (n x k): total variation, before and after. */
+export function movement(p: Float64Array, k: number, map: Pick<QuestionCalibration, "temperature" | "bias">): { moved: number; shares_before: number[]; shares_after: number[] } {
+  const before = meanDistribution(p, k);
   const after = meanDistribution(mapped(p, k, map), k);
-  return { ...map, labels: info.labels, rows: p.length / k, moved: totalVariation(prior, after), shares_before: prior, shares_after: after };
+  return { moved: totalVariation(before, after), shares_before: before, shares_after: after };
 }
 
 /** Reads and checks a calibration file. */

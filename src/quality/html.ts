@@ -26,7 +26,7 @@ function figure(title: string, svg: string, table: { head: string[]; rows: (stri
 
 const W = 380;
 const H = 240;
-const PAD = { left: 44, right: 12, top: 24, bottom: 44 };
+const PAD = { left: 58, right: 12, top: 24, bottom: 44 };
 const plotW = W - PAD.left - PAD.right;
 const plotH = H - PAD.top - PAD.bottom;
 const xAt = (f: number) => PAD.left + f * plotW;

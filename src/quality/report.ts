@@ -19,6 +19,7 @@ export interface QuestionStats {
   name: string;
   type: QuestionInfo["type"];
   labels: string[];
+  levels?: unknown[] | undefined;
   n: number;
   /** Rows whose most probable label is each label. */
   label_counts: number[];
@@ -139,6 +140,7 @@ export async function runReport(answersPath: string, options: { questions?: Ques
         name: q.name,
         type: q.type,
         labels: q.labels,
+        levels: q.levels,
         n: 0,
         label_counts: new Array<number>(q.labels.length).fill(0),
         mean_probabilities: new Array<number>(q.labels.length).fill(0),
@@ -241,10 +243,17 @@ async function readErrors(path: string): Promise<NonNullable<RunReport["errors"]
   return out;
 }
 
+/** Labels as people read them: no/yes for a noul, level texts for a score when known. */
+export function displayLabels(q: { type: QuestionInfo["type"]; labels: string[]; levels?: unknown[] | undefined }): string[] {
+  if (q.type === "noul") return ["no", "yes"];
+  if (q.type === "score" && q.levels) return q.labels.map((l, i) => (typeof q.levels?.[i] === "string" ? `${l}: ${q.levels[i] as string}` : l));
+  return q.labels;
+}
+
 function questionCharts(s: QuestionStats): string {
   const parts: string[] = [];
   const shares = s.label_counts.map((c) => c / (s.n || 1));
-  parts.push(barChart(`${s.name}: label shares`, s.type === "noul" ? ["no", "yes"] : s.labels, [{ name: "rows", values: shares }]));
+  parts.push(barChart(`${s.name}: label shares`, displayLabels(s), [{ name: "rows", values: shares }]));
   if (s.type === "noul") parts.push(histogram(`${s.name}: p(yes)`, s.value_histogram, 0, 1, "probability of yes"));
   if (s.type === "score") parts.push(histogram(`${s.name}: expected score`, s.value_histogram, 0, s.labels.length - 1, "expected score"));
   parts.push(histogram(`${s.name}: confidence`, s.confidence_histogram, 0, 1, "top-label probability"));
@@ -274,7 +283,7 @@ export function reportHtml(r: RunReport): string {
     body.push(table(["question", "PSI", "JS distance", "agreement", "flipped"], r.compare.shifts.map((s) => [s.question, num(s.psi), num(s.js_distance), pct(s.agreement), s.flipped])));
     const charts = r.compare.shifts.map((s) => {
       const q = r.questions.find((x) => x.name === s.question) as QuestionStats;
-      return barChart(`${s.question}: label shares, earlier and now`, q.type === "noul" ? ["no", "yes"] : q.labels, [
+      return barChart(`${s.question}: label shares, earlier and now`, displayLabels(q), [
         { name: "earlier", values: s.earlier_shares },
         { name: "now", values: s.shares },
       ]);

@@ -24,6 +24,13 @@ const JobSchema = Type.Object(
     state: Type.Optional(Type.String({ description: "Field or dotted path of the state; omit for the whole record." })),
     id: Type.Optional(Type.String({ description: "Field holding the record id; omit for the line number." })),
     keep: Type.Optional(Type.Array(Type.String(), { description: "Record fields copied into each output row." })),
+    calibration: Type.Optional(Type.String({ description: "A calibration file (typed-eval calibrate), relative to the job file, or \"batch\"." })),
+    review_below: Type.Optional(
+      Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Record(Type.String(), Type.Number({ minimum: 0, maximum: 1 }))], {
+        description: "Send a row to review when a question's top-label probability is below this (one number for every question, or per question).",
+      }),
+    ),
+    audit_sample: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String({ pattern: "^[0-9.]+%$" })], { description: "Share of accepted rows sampled for audit: 0.01 or \"1%\"." })),
     questions: SystemOneRequest.properties.questions,
   },
   // Unknown fields are reported by parseJob, which names the known ones.
@@ -56,6 +63,12 @@ export function parseJob(json: unknown, origin: string): Job {
     // The questions must also make a valid request (the same checks the API applies).
     const probe = validateRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
+    const review = result.value.review_below;
+    if (review !== undefined && typeof review === "object") {
+      for (const name of Object.keys(review)) {
+        if (!Object.hasOwn(result.value.questions, name)) problems.push(`review_below.${name}: no such question; the questions are ${Object.keys(result.value.questions).join(", ")}`);
+      }
+    }
     for (const path of [result.value.state, result.value.id, ...(result.value.keep ?? [])]) {
       if (path !== undefined && (path === "" || path.split(".").some((p) => p === ""))) problems.push(`"${path}" is not a field name or dotted path`);
     }

@@ -22,9 +22,10 @@ import type { Logger } from "../logging/logger.js";
 import type { Job } from "./job.js";
 import { Journal, type AnswerEntry, type ErrorEntry } from "./journal.js";
 import type { RunLimiter } from "./limiter.js";
-import { writeOutputs, type OutputTarget } from "./outputs.js";
+import { writeOutputs, type OutputFormat, type OutputPolicy, type OutputTarget } from "./outputs.js";
+import { totalVariation } from "../evaluator/calibration.js";
 import { prepareItem, type Shard } from "./records.js";
-import { SourceError, type Format, type Source, type SourceItem } from "./sources.js";
+import { SourceError, type Source, type SourceItem } from "./sources.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
 
 export interface RunProgress {
@@ -44,7 +45,7 @@ export interface RunOptions {
   source: Source;
   evaluator: Evaluator;
   journalPath: string;
-  answers: { target: OutputTarget; format: Format };
+  answers: { target: OutputTarget; format: OutputFormat };
   errors: OutputTarget;
   /** Where the usage summary JSON goes, if anywhere. */
   usage?: OutputTarget | undefined;
@@ -64,6 +65,8 @@ export interface RunOptions {
   maxFailuresInARow?: number;
   logger: Logger;
   onProgress?: (progress: RunProgress) => void;
+  /** Calibration, review routing and CSV options applied when the outputs are written. */
+  output?: OutputPolicy & { calibrationSource?: string | undefined; reviewFile?: string | undefined };
 }
 
 export interface RunResult {
@@ -286,6 +289,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   await limiter.stop();
 
   const summary = emptySummary(job.model, options.pricePerMillion);
+  summary.model_identity = identity;
   if (options.jobName) summary.job = options.jobName;
   summary.input = source.name;
   summary.output = options.answers.target.describe;
@@ -307,7 +311,17 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     summary.tokens.input = stats.inputTokens;
     return { summary: finish(summary), exitCode: badInput ? 2 : 3, aborted };
   }
-  const written = await writeOutputs(options.journalPath, job, options.answers, options.errors);
+  const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
+  if (written.calibration) {
+    const shares = written.shares;
+    summary.calibration = {
+      source: options.output?.calibrationSource ?? (options.output?.calibration === "batch" ? "batch" : "file"),
+      questions: Object.fromEntries(
+        [...written.calibration].map(([name, c]) => [name, { method: c.method, temperature: c.temperature, bias: c.bias, moved: shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0 }]),
+      ),
+    };
+  }
+  if (options.output?.review) summary.review = { file: options.output.reviewFile ?? options.output.review.target.describe, below_threshold: written.review, audit: written.audit };
   summary.records.answered = written.answered;
   summary.records.failed = written.failed;
   summary.records.deduplicated = written.deduplicated;

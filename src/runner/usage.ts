@@ -10,6 +10,8 @@ export interface UsageSummary {
   input?: string;
   output?: string;
   model: string;
+  /** What stands behind the model name (weights, template, endpoint): calibrations are fitted for one identity. */
+  model_identity?: string;
   price_per_million_input_tokens: number;
   records: {
     read: number;
@@ -28,6 +30,10 @@ export interface UsageSummary {
   seconds: number;
   records_per_second: number;
   tokens_per_second: number;
+  /** The calibration applied to the answers, and how far it moved each question's mean label distribution (total variation). */
+  calibration?: { source: string; questions: Record<string, { method: string; temperature: number; bias: number[]; moved: number }> };
+  /** Review routing: rows below their threshold, and rows sampled for audit. */
+  review?: { file: string; below_threshold: number; audit: number };
 }
 
 export function emptySummary(model: string, price: number): UsageSummary {

@@ -127,10 +127,13 @@ describe("typed-eval run", () => {
       "id", "line", "source", "model", "tier",
       "urgent.noul",
       "team.choice", "team.confidence", "team.p.shipping", "team.p.billing",
-      "mood.score", "mood.confidence", "mood.p.0", "mood.p.1",
+      "mood.score", "mood.level", "mood.confidence", "mood.p.0", "mood.p.1",
       "input_tokens", "output_tokens", "dedup_of",
     ]);
     const row = table[0]!;
+    // The most likely level's text beside the expected score.
+    const likely = Number(row["mood.p.1"]) > Number(row["mood.p.0"]) ? 1 : 0;
+    expect(row["mood.level"]).toBe((job.questions.mood.criteria as string[])[likely]);
     expect(Number(row["team.p.shipping"]) + Number(row["team.p.billing"])).toBeCloseTo(1, 9);
     expect(["shipping", "billing"]).toContain(row["team.choice"]);
     const errors = rows(`${out}.errors.jsonl`) as unknown as { id: string; message: string }[];

@@ -1,0 +1,152 @@
+import { existsSync, readFileSync } from "node:fs";
+import type { Argv, CommandModule } from "yargs";
+import { createLogger } from "../logging/logger.js";
+import { loadJob } from "../runner/job.js";
+import { isSummary } from "../runner/usage.js";
+import { readAnswers, type QuestionInfo } from "../quality/answers.js";
+import { joinGold, Rows } from "../quality/assess.js";
+import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationFile, type FittedQuestion } from "../quality/calibrate.js";
+import { jobQuestions } from "./assess.js";
+import { UsageError } from "./exit.js";
+import { writeFileAtomic } from "./files.js";
+import { withModelOptions, type ModelArgs } from "./model-options.js";
+import { openEvaluator } from "./run.js";
+
+const METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
+
+interface CalibrateArgs extends ModelArgs {
+  answers: string;
+  gold: string | undefined;
+  job: string | undefined;
+  method: (typeof METHODS)[number];
+  folds: number;
+  seed: number;
+  output: string;
+  "id-field": string | undefined;
+  "allow-unmatched": boolean;
+  "base-url": string | undefined;
+  "api-key-env": string;
+  timeout: number;
+}
+
+/** The model identity and versioned id a run's answers came from, from the usage summary beside them. */
+function answersIdentity(answers: string): { identity: string | null; model: string | null } {
+  const path = `${answers}.usage.json`;
+  if (!existsSync(path)) return { identity: null, model: null };
+  try {
+    const json: unknown = JSON.parse(readFileSync(path, "utf8"));
+    if (isSummary(json)) return { identity: json.model_identity ?? null, model: json.model };
+  } catch {
+    // Unreadable: treated as unknown, and said so below.
+  }
+  return { identity: null, model: null };
+}
+
+/** Every answered row's distributions (raw when the run calibrated), for the methods that need no gold. */
+async function allRows(answers: string, questions: QuestionInfo[] | undefined): Promise<{ questions: QuestionInfo[]; rows: Map<string, Rows> }> {
+  let found = questions;
+  const rows = new Map<string, Rows>();
+  for await (const row of await readAnswers(answers, { questions, onQuestions: (q) => (found = q) })) {
+    for (const q of found ?? []) {
+      let r = rows.get(q.name);
+      if (!r) rows.set(q.name, (r = new Rows(q.labels.length)));
+      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1, row.id);
+    }
+  }
+  return { questions: found ?? [], rows };
+}
+
+function describeFit(name: string, q: FittedQuestion): string {
+  const f = (x: number | undefined) => (x === undefined ? "n/a" : x.toFixed(3));
+  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${q.method}, temperature ${q.temperature.toFixed(3)}`;
+  if (q.method !== "temperature") line += `, bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
+  const cv = q.cross_validation;
+  if (cv) {
+    const none = cv.held_out.none;
+    const chosen = cv.held_out[q.method];
+    line += `\n  held out (${cv.folds}-fold): log loss ${f(none?.log_loss)} -> ${f(chosen?.log_loss)}, ECE ${f(none?.ece)} -> ${f(chosen?.ece)}, Brier ${f(none?.brier)} -> ${f(chosen?.brier)}, accuracy ${f(none?.accuracy)} -> ${f(chosen?.accuracy)}`;
+    const others = Object.entries(cv.held_out).filter(([m]) => m !== "none" && m !== q.method);
+    if (others.length) line += `\n  also tried: ${others.map(([m, h]) => `${m} (log loss ${f(h?.log_loss)}, ECE ${f(h?.ece)})`).join(", ")}`;
+  }
+  if (q.moved !== undefined) line += `\n  moved the mean label distribution by ${(q.moved * 100).toFixed(1)}% (total variation)`;
+  return line;
+}
+
+/** `typed-eval calibrate`: fit a calibration from gold labels (or without them) for `run --calibration`. */
+export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
+  command: "calibrate <answers>",
+  describe: "Fit a calibration on a run's answers (gold labels, or batch/contextual without them) for run --calibration",
+  builder: (y) =>
+    (withModelOptions(y) as Argv<ModelArgs>)
+      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
+      .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
+      .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
+      .option("method", { choices: METHODS, default: "auto" as const, describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold" })
+      .option("folds", { type: "number", default: 5, describe: "cross-validation folds" })
+      .option("seed", { type: "number", default: 1, describe: "seed of the fold split" })
+      .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the calibration file (JSON)" })
+      .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
+      .option("allow-unmatched", { type: "boolean", default: false, describe: "fit even when some gold ids are not in the answers" })
+      .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
+      .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
+      .option("timeout", { type: "number", default: 60, describe: "contextual: seconds to wait for a remote answer" }) as unknown as Argv<CalibrateArgs>,
+  handler: async (args) => {
+    if (!(Number.isInteger(args.folds) && args.folds >= 2 && args.folds <= 100)) throw new UsageError("--folds takes a whole number from 2 to 100");
+    if (!Number.isInteger(args.seed)) throw new UsageError("--seed takes a whole number");
+    const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";
+    if (fitted && !args.gold) throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
+    if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");
+    const { questions, idField } = jobQuestions(args.job);
+    let { identity, model } = answersIdentity(args.answers);
+    const out: CalibrationFile = {
+      kind: "typed-eval.calibration",
+      version: 1,
+      identity,
+      model,
+      created: new Date().toISOString(),
+      fitted_on: { answers: args.answers, ...(args.gold ? { gold: args.gold } : {}) },
+      questions: {},
+    };
+    if (fitted) {
+      const joined = await joinGold(args.answers, args.gold as string, { questions, idField: args["id-field"], jobIdField: idField, raw: true, allowUnmatched: args["allow-unmatched"] });
+      for (const q of joined.questions) {
+        const rows = joined.rows.get(q.name) as Rows;
+        if (rows.n === 0) continue;
+        out.questions[q.name] = fitQuestion(q, rows, { method: args.method as "auto" | "temperature" | "platt", folds: args.folds, seed: args.seed });
+      }
+    } else if (args.method === "batch") {
+      const all = await allRows(args.answers, questions);
+      for (const q of all.questions) {
+        const rows = all.rows.get(q.name);
+        if (rows && rows.n > 0) out.questions[q.name] = batchQuestion(q, rows.scored().p, q.labels.length);
+      }
+    } else {
+      const job = loadJob(args.job as string);
+      if (args.model !== "default") job.model = args.model;
+      const logger = createLogger();
+      const { evaluator } = await openEvaluator({ ...args, job: args.job as string }, job, logger);
+      try {
+        const runIdentity = evaluator.identity(job.model);
+        if (identity !== null && identity !== runIdentity) {
+          throw new UsageError(`${args.answers} came from ${identity}, but the model asked here is ${runIdentity}: contextual calibration must ask the model that answered`);
+        }
+        identity = runIdentity;
+        out.identity = identity;
+        const { maps } = await contextualMaps(job.questions, async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers);
+        const all = await allRows(args.answers, questions);
+        for (const [name, map] of Object.entries(maps)) {
+          const rows = all.rows.get(name);
+          out.questions[name] = rows && rows.n > 0 ? { ...map, rows: rows.n, ...movement(rows.scored().p, rows.k, map) } : map;
+        }
+      } finally {
+        await evaluator.close();
+      }
+    }
+    if (Object.keys(out.questions).length === 0) throw new UsageError("nothing to calibrate: no question has rows");
+    writeFileAtomic(args.output, `${JSON.stringify(out, null, 2)}\n`);
+    const lines = Object.entries(out.questions).map(([name, q]) => describeFit(name, q));
+    if (identity === null) lines.push(`warning: no model identity is known for ${args.answers} (no usage file beside it): run --calibration will need --force-calibration`);
+    lines.push(`calibration: ${args.output}`);
+    process.stdout.write(`${lines.join("\n")}\n`);
+  },
+};

@@ -1,0 +1,49 @@
+import type { CommandModule } from "yargs";
+import { displayLabels, reportHtml, runReport } from "../quality/report.js";
+import { jobQuestions } from "./assess.js";
+import { writeFileAtomic } from "./files.js";
+
+interface ReportArgs {
+  answers: string;
+  compare: string | undefined;
+  job: string | undefined;
+  output: string | undefined;
+  json: boolean;
+  errors: string | undefined;
+  usage: string | undefined;
+}
+
+/** `typed-eval report`: a run at a glance, optionally against an earlier run. */
+export const reportCommand: CommandModule<object, ReportArgs> = {
+  command: "report <answers>",
+  describe: "A run at a glance as one HTML file: label shares, confidence, label mass, errors, usage; --compare shows what moved",
+  builder: (y) =>
+    y
+      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv); its .errors.jsonl and .usage.json are read when beside it" })
+      .option("compare", { type: "string", describe: "an earlier run's answers: label shift (PSI, Jensen-Shannon), agreement, flipped records" })
+      .option("job", { alias: "j", type: "string", describe: "the job file (option order and level texts)" })
+      .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html)" })
+      .option("json", { type: "boolean", default: false, describe: "print the report's numbers as JSON" })
+      .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
+      .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" }),
+  handler: async (args) => {
+    const { questions } = jobQuestions(args.job);
+    const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage });
+    const output = args.output ?? `${args.answers}.report.html`;
+    writeFileAtomic(output, reportHtml(report));
+    if (args.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else {
+      const lines = [`${report.rows} rows${report.errors ? `, ${report.errors.total} failed` : ""}`];
+      for (const q of report.questions) {
+        const names = displayLabels(q);
+        const shares = q.label_counts.map((c, i) => `${names[i]} ${((c / (q.n || 1)) * 100).toFixed(1)}%`).join(", ");
+        lines.push(`${q.name} (${q.type}): ${shares}`);
+      }
+      for (const s of report.compare?.shifts ?? []) {
+        lines.push(`${s.question} vs ${report.compare?.answers}: PSI ${s.psi.toFixed(3)}, JS distance ${s.js_distance.toFixed(3)}, agreement ${(s.agreement * 100).toFixed(1)}% on ${s.shared} shared ids, ${s.flipped} flipped`);
+      }
+      lines.push(`report: ${output}`);
+      process.stdout.write(`${lines.join("\n")}\n`);
+    }
+  },
+};

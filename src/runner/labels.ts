@@ -1,0 +1,119 @@
+/**
+ * What a run does to its answers on the way out: calibration (a file fitted
+ * by `typed-eval calibrate`, or batch calibration from the run's own answers)
+ * and review routing (rows whose answers are not confident enough, plus a
+ * seeded audit sample of the rest). Both act when the outputs are written
+ * from the journal, which keeps the model's raw answers: a new calibration or
+ * threshold needs only a rerun, which asks the model nothing, and a resumed
+ * run can never write a review row twice.
+ */
+import type { Answer, Question } from "../api/schema.js";
+import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type QuestionCalibration } from "../evaluator/calibration.js";
+
+/** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
+export interface ReviewPolicy {
+  /** Question -> threshold; a row goes to review when any gated answer's top-label probability is below it. */
+  thresholds: Record<string, number>;
+  /** Share of accepted rows sampled for audit, 0..1. */
+  auditRate: number;
+  seed: number;
+}
+
+export interface ReviewVerdict {
+  reasons: { question: string; confidence: number; threshold: number }[];
+  audit: boolean;
+}
+
+/** The top label's probability of an answer: for a noul max(p, 1 - p), else the largest option or level probability. */
+export function topLabelProbability(question: Question, answer: Answer): number {
+  return Math.max(...answerDistribution(question, answer));
+}
+
+/** FNV-1a of a string to [0, 1): the audit sample depends only on the seed and the record, never on order or resumption. */
+export function unitHash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  // One more avalanche round: FNV's low bits mix poorly for short, similar keys.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) / 4294967296;
+}
+
+export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Question>, answers: Record<string, Answer>, key: string): ReviewVerdict {
+  const reasons: ReviewVerdict["reasons"] = [];
+  for (const [name, threshold] of Object.entries(policy.thresholds)) {
+    const q = questions[name];
+    const a = answers[name];
+    if (!q || !a) continue;
+    const confidence = topLabelProbability(q, a);
+    if (confidence < threshold) reasons.push({ question: name, confidence, threshold });
+  }
+  return { reasons, audit: reasons.length === 0 && policy.auditRate > 0 && unitHash(`${policy.seed}:${key}`) < policy.auditRate };
+}
+
+/** The calibration a run applies: maps per question (questions without one pass unchanged). */
+export type CalibrationMaps = Map<string, QuestionCalibration>;
+
+/** Applies calibration maps: the calibrated answers (recomputed by the v1 rules) and the raw distributions. */
+export function calibrateAnswers(maps: CalibrationMaps, questions: Record<string, Question>, answers: Record<string, Answer>): { answers: Record<string, Answer>; raw: Record<string, number | Record<string, number>> } {
+  const out: Record<string, Answer> = { ...answers };
+  const raw: Record<string, number | Record<string, number>> = {};
+  for (const [name, map] of maps) {
+    const q = questions[name];
+    const a = answers[name];
+    if (!q || !a) continue;
+    const p = answerDistribution(q, a);
+    out[name] = answerFrom(q, applyMap(map, p));
+    raw[name] = a.type === "noul" ? a.noul : { ...a.probabilities };
+  }
+  return { answers: out, raw };
+}
+
+/** Accumulates mean raw distributions per question, for batch calibration. */
+export class PriorEstimate {
+  private readonly sums = new Map<string, number[]>();
+  private n = 0;
+  constructor(private readonly questions: Record<string, Question>) {}
+  add(answers: Record<string, Answer>): void {
+    this.n++;
+    for (const [name, q] of Object.entries(this.questions)) {
+      const a = answers[name];
+      if (!a) continue;
+      const p = answerDistribution(q, a);
+      const sum = this.sums.get(name) ?? new Array<number>(p.length).fill(0);
+      p.forEach((v, i) => (sum[i]! += v));
+      this.sums.set(name, sum);
+    }
+  }
+  /** Batch calibration maps: each question's label prior divided out. */
+  maps(): CalibrationMaps {
+    const out: CalibrationMaps = new Map();
+    if (this.n === 0) return out;
+    for (const [name, sum] of this.sums) {
+      const q = this.questions[name] as Question;
+      out.set(name, priorMap({ type: q.type, labels: questionLabels(q) }, sum.map((s) => s / this.n), "batch"));
+    }
+    return out;
+  }
+  priors(): Record<string, number[]> {
+    return Object.fromEntries([...this.sums].map(([name, sum]) => [name, sum.map((s) => s / Math.max(this.n, 1))]));
+  }
+}
+
+/** Reads an audit share: "1%", "0.5%" or a fraction such as 0.01. Undefined when it is neither. */
+export function parseShare(value: string | number): number | undefined {
+  const text = String(value).trim();
+  const share = text.endsWith("%") ? Number(text.slice(0, -1)) / 100 : Number(text);
+  return text !== "" && text !== "%" && Number.isFinite(share) && share >= 0 && share <= 1 ? share : undefined;
+}
+
+/** Review thresholds per question from one number (every question) or a map. */
+export function reviewThresholds(questions: Record<string, Question>, below: number | Record<string, number>): Record<string, number> {
+  return typeof below === "number" ? Object.fromEntries(Object.keys(questions).map((name) => [name, below])) : { ...below };
+}
