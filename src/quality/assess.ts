@@ -87,6 +87,8 @@ export interface QuestionAssessment {
   name: string;
   type: QuestionInfo["type"];
   labels: string[];
+  /** Score level texts, when known. */
+  levels?: unknown[] | undefined;
   n: number;
   metrics: Record<string, number>;
   /** 95% bootstrap intervals of the headline metrics. */
@@ -211,6 +213,7 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
     name: info.name,
     type: info.type,
     labels: info.labels,
+    levels: info.levels,
     n: s.n,
     metrics,
     intervals,

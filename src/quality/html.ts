@@ -24,8 +24,8 @@ function figure(title: string, svg: string, table: { head: string[]; rows: (stri
 </figure>`;
 }
 
-const W = 380;
-const H = 240;
+const W = 340;
+const H = 230;
 const PAD = { left: 58, right: 12, top: 24, bottom: 44 };
 const plotW = W - PAD.left - PAD.right;
 const plotH = H - PAD.top - PAD.bottom;
@@ -109,7 +109,7 @@ export function coverageCurve(title: string, points: { coverage: number; accurac
   const lo = Math.max(0, Math.floor(minAcc * 10) / 10 - 0.1);
   const y = (a: number) => yAt((a - lo) / (1 - lo));
   let svg = `<g class="axis"><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(1)}" y2="${yAt(0)}"/><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(0)}" y2="${yAt(1)}"/>`;
-  for (const f of [0, 0.5, 1]) svg += `<text x="${xAt(0) - 4}" y="${yAt(f) + 4}" text-anchor="end">${num(lo + f * (1 - lo), 2)}</text><text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="middle">${pct(f)}</text>`;
+  for (const f of [0, 0.5, 1]) svg += `<text x="${xAt(0) - 4}" y="${yAt(f) + 4}" text-anchor="end">${num(lo + f * (1 - lo), 2)}</text><text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="${f === 1 ? "end" : "middle"}">${Math.round(f * 100)}%</text>`;
   svg += `<text x="${xAt(0.5)}" y="${H - 6}" text-anchor="middle">coverage (most confident rows first)</text><text transform="translate(12 ${yAt(0.5)}) rotate(-90)" text-anchor="middle">accuracy</text></g>`;
   svg += `<polyline class="line" points="${points.map((p) => `${xAt(p.coverage).toFixed(1)},${y(p.accuracy).toFixed(1)}`).join(" ")}"/>`;
   const table = points.filter((p) => Math.round(p.coverage * 100) % 10 === 0 || p.coverage === 0.05);

@@ -313,8 +313,8 @@ export function assessmentHtml(a: Assessment): string {
     const charts = [
       reliabilityDiagram(`${q.name}: reliability`, q.reliability),
       coverageCurve(`${q.name}: accuracy against coverage`, q.risk_coverage.curve),
-      heatMap(`${q.name}: confusion (gold × predicted)`, q.type === "noul" ? ["no", "yes"] : q.labels, q.confusion),
-      barChart(`${q.name}: gold and predicted shares`, q.type === "noul" ? ["no", "yes"] : q.labels, [
+      heatMap(`${q.name}: confusion (gold × predicted)`, displayLabels(q), q.confusion),
+      barChart(`${q.name}: gold and predicted shares`, displayLabels(q), [
         { name: "gold", values: q.gold_shares },
         { name: "predicted", values: q.predicted_shares },
       ]),

@@ -16,6 +16,7 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { SystemOneRequest } from "../api/schema.js";
 import { validateAgainst, validateRequest } from "../api/validate.js";
+import { parseShare } from "./labels.js";
 
 const JobSchema = Type.Object(
   {
@@ -26,11 +27,11 @@ const JobSchema = Type.Object(
     keep: Type.Optional(Type.Array(Type.String(), { description: "Record fields copied into each output row." })),
     calibration: Type.Optional(Type.String({ description: "A calibration file (typed-eval calibrate), relative to the job file, or \"batch\"." })),
     review_below: Type.Optional(
-      Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Record(Type.String(), Type.Number({ minimum: 0, maximum: 1 }))], {
+      Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Unsafe<Record<string, number>>({ type: "object", additionalProperties: Type.Number({ minimum: 0, maximum: 1 }) })], {
         description: "Send a row to review when a question's top-label probability is below this (one number for every question, or per question).",
       }),
     ),
-    audit_sample: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String({ pattern: "^[0-9.]+%$" })], { description: "Share of accepted rows sampled for audit: 0.01 or \"1%\"." })),
+    audit_sample: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String()], { description: "Share of accepted rows sampled for audit: 0.01 or \"1%\"." })),
     questions: SystemOneRequest.properties.questions,
   },
   // Unknown fields are reported by parseJob, which names the known ones.
@@ -63,6 +64,8 @@ export function parseJob(json: unknown, origin: string): Job {
     // The questions must also make a valid request (the same checks the API applies).
     const probe = validateRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
+    const audit = result.value.audit_sample;
+    if (audit !== undefined && parseShare(audit) === undefined) problems.push(`audit_sample: ${JSON.stringify(audit)} is not a share; write "1%" or 0.01`);
     const review = result.value.review_below;
     if (review !== undefined && typeof review === "object") {
       for (const name of Object.keys(review)) {

@@ -1,0 +1,311 @@
+/**
+ * The label-quality commands end to end through the CLI, on answers the tiny
+ * generated model really gave (random weights: these tests prove the
+ * plumbing and the arithmetic, never answer quality).
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parse } from "csv-parse/sync";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { Answer, Question } from "../../src/api/schema.js";
+import { answerDistribution, applyMap } from "../../src/evaluator/calibration.js";
+import type { CalibrationFile } from "../../src/quality/calibrate.js";
+import type { Assessment } from "../../src/quality/assess.js";
+import type { UsageSummary } from "../../src/runner/usage.js";
+import { BIN } from "../support/cli.js";
+import { generatedModel, TINY } from "../support/models.js";
+
+let modelPath: string;
+let dir: string;
+
+function cli(args: string[], env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: "utf8",
+    timeout: 120_000,
+    env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn", ...env },
+    cwd: dir,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const file = (name: string, content: string) => {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+};
+
+const questions: Record<string, Question> = {
+  urgent: { type: "noul", instructions: "Is it urgent?" },
+  team: { type: "choice", criteria: { shipping: null, billing: null, product: null } },
+  mood: { type: "score", criteria: ["calm", "annoyed", "angry"] },
+};
+const job = { state: "ticket.body", id: "ticket_id", keep: ["tier"], questions };
+const bodies = ["my parcel is late", "refund the double charge", "the blender smells of smoke", "where is my order", "I was billed twice", "the app crashes"];
+
+function tickets(n: number): string {
+  return `${Array.from({ length: n }, (_, i) => JSON.stringify({ ticket_id: `T${i}`, tier: i % 2 ? "free" : "gold", ticket: { body: `Ticket ${i}: ${bodies[i % bodies.length]}` } })).join("\n")}\n`;
+}
+
+interface Row {
+  id: string;
+  answers: Record<string, Answer>;
+  raw?: Record<string, number | Record<string, number>>;
+  review_reasons?: { question: string; confidence: number; threshold: number }[];
+  audit?: boolean;
+}
+const rows = (path: string): Row[] => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Row);
+
+/** Seeded gold labels near the model's own answers, so the metrics have something to measure. */
+function goldFor(answers: Row[]): string {
+  let s = 11;
+  const random = () => ((s = (s * 16807) % 2147483647), s / 2147483647);
+  const lines = ["id,urgent,team,mood"];
+  for (const r of answers) {
+    const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
+    const mood = r.answers["mood"] as Extract<Answer, { type: "score" }>;
+    const urgent = (r.answers["urgent"] as Extract<Answer, { type: "noul" }>).noul;
+    const options = Object.keys(team.probabilities);
+    lines.push([r.id, random() < 0.75 === urgent > 0.5 ? "yes" : "no", random() < 0.7 ? team.choice : options[Math.floor(random() * options.length)], random() < 0.6 ? Math.round(mood.score) : Math.floor(random() * 3)].join(","));
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+let out: string;
+let outCsv: string;
+let gold: string;
+let jobPath: string;
+
+beforeAll(() => {
+  modelPath = generatedModel(TINY);
+  dir = mkdtempSync(join(tmpdir(), "te-quality-"));
+  jobPath = file("job.json", JSON.stringify(job));
+  const input = file("t.jsonl", tickets(80));
+  out = join(dir, "out.jsonl");
+  outCsv = join(dir, "out.csv");
+  expect(cli(["run", input, "--job", jobPath, "-o", out]).code).toBe(0);
+  expect(cli(["run", input, "--job", jobPath, "-o", outCsv]).code).toBe(0);
+  gold = file("gold.csv", goldFor(rows(out)));
+}, 120_000);
+
+describe("assess", () => {
+  it("reports every metric of each type, the same numbers on every run, and the same from CSV as from JSONL answers", () => {
+    const a = cli(["assess", out, "--gold", gold, "--json"]);
+    expect(a.code).toBe(0);
+    const assessment = JSON.parse(a.stdout) as Assessment;
+    expect(assessment.rows).toMatchObject({ matched: 80, gold: 80, answers: 80, gold_only: 0, answers_only: 0 });
+    const byName = Object.fromEntries(assessment.questions.map((q) => [q.name, q]));
+    expect(Object.keys(byName["urgent"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss", "ece", "ace", "mce", "aurc"]));
+    expect(Object.keys(byName["team"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"]));
+    expect(Object.keys(byName["mood"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "within_one", "mae", "qwk", "spearman", "rps"]));
+    for (const q of assessment.questions) {
+      const [lo, hi] = q.intervals["accuracy"]!;
+      expect(lo).toBeLessThanOrEqual(q.metrics["accuracy"]!);
+      expect(hi).toBeGreaterThanOrEqual(q.metrics["accuracy"]!);
+      expect(q.ece_noise_floor.median).toBeGreaterThan(0);
+      expect(q.risk_coverage.at.map((p) => p.coverage)).toEqual([0.5, 0.8, 0.9, 1]);
+      expect(q.label_mass).toBeDefined(); // the embedded model's answers carry label mass
+    }
+    expect(cli(["assess", out, "--gold", gold, "--json"]).stdout).toBe(a.stdout);
+    const fromCsv = JSON.parse(cli(["assess", outCsv, "--gold", gold, "--json", "--job", jobPath]).stdout) as Assessment;
+    fromCsv.questions.forEach((q, i) => {
+      for (const [m, v] of Object.entries(q.metrics)) expect(v).toBeCloseTo(assessment.questions[i]!.metrics[m]!, 9);
+    });
+  });
+
+  it("--fail-if exits 4 when a condition holds and 0 when none does; an unknown metric is exit 2", () => {
+    const a = JSON.parse(cli(["assess", out, "--gold", gold, "--json"]).stdout) as Assessment;
+    const acc = a.questions.find((q) => q.name === "team")!.metrics["accuracy"]!;
+    const failing = cli(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc + 0.01},urgent.ece>2`]);
+    expect(failing.code).toBe(4);
+    expect(failing.stderr).toMatch(/quality gate failed: team\.accuracy</);
+    expect(failing.stderr).not.toMatch(/urgent\.ece/);
+    expect(cli(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc - 0.01}`]).code).toBe(0);
+    const unknown = cli(["assess", out, "--gold", gold, "--fail-if", "team.f2<0.5"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/has no metric "f2"/);
+  });
+
+  it("refuses bad gold files with the row and field, exit 2, and writes no report", () => {
+    const cases: [string, string, RegExp][] = [
+      ["unknown-id.csv", "id,team\nT1,billing\nX9,billing\n", /1 gold id is not in .*X9 \(gold line 3\).*--allow-unmatched/],
+      ["bad-option.csv", "id,team\nT1,billing\nT2,refunds\n", /line 3, field team: "refunds" is not an option of team; options: shipping, billing, product/],
+      ["bad-noul.jsonl", '{"id": "T1", "urgent": "maybe"}\n', /line 1, field urgent: "maybe" is not a noul label/],
+      ["bad-level.csv", "id,mood\nT1,7\n", /line 2, field mood: level "7" is outside 0\.\.2/],
+      ["empty.csv", "", /holds no gold rows/],
+      ["no-question.csv", "id,colour\nT1,red\n", /labels none of the questions/],
+      ["twice.csv", "id,team\nT1,billing\nT1,shipping\n", /line 3: id "T1" is labeled twice \(first on line 2\)/],
+    ];
+    for (const [name, content, message] of cases) {
+      const html = join(dir, `${name}.html`);
+      const r = cli(["assess", out, "--gold", file(name, content), "--html", html]);
+      expect(r.code, name).toBe(2);
+      expect(r.stderr, name).toMatch(message);
+      expect(r.stderr, name).not.toMatch(/\n\s+at /); // no stack trace
+      expect(existsSync(html), name).toBe(false);
+    }
+    // With the job naming a question the answers lack.
+    const extra = file("extra-job.json", JSON.stringify({ ...job, questions: { ...questions, language: { type: "noul" } } }));
+    const r = cli(["assess", out, "--gold", gold, "--job", extra]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/no answer to language/);
+  });
+});
+
+describe("calibrate and run --calibration", () => {
+  it("fits on gold, records the model identity, and a run applies it with the raw probabilities kept", () => {
+    const cal = join(dir, "cal.json");
+    const r = cli(["calibrate", out, "--gold", gold, "--job", jobPath, "--method", "temperature", "-o", cal]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/held out \(5-fold\): log loss/);
+    const file = JSON.parse(readFileSync(cal, "utf8")) as CalibrationFile;
+    const usage = JSON.parse(readFileSync(`${out}.usage.json`, "utf8")) as UsageSummary;
+    expect(file.identity).toBe(usage.model_identity);
+    expect(Object.keys(file.questions).sort()).toEqual(["mood", "team", "urgent"]);
+
+    const calibrated = join(dir, "cal-out.jsonl");
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", calibrated, "--calibration", cal]).code).toBe(0);
+    const before = Object.fromEntries(rows(out).map((x) => [x.id, x]));
+    for (const row of rows(calibrated)) {
+      for (const [name, q] of Object.entries(questions)) {
+        const raw = answerDistribution(q, before[row.id]!.answers[name]!);
+        const kept = row.raw![name]!;
+        expect(typeof kept === "number" ? kept : kept).toEqual(q.type === "noul" ? raw[1] : (before[row.id]!.answers[name] as { probabilities: Record<string, number> }).probabilities);
+        const expected = applyMap(file.questions[name]!, raw);
+        answerDistribution(q, row.answers[name]!).forEach((p, i) => expect(p).toBeCloseTo(expected[i]!, 12));
+      }
+    }
+    const summary = JSON.parse(readFileSync(`${calibrated}.usage.json`, "utf8")) as UsageSummary;
+    expect(summary.calibration?.source).toBe(cal);
+    expect(Object.keys(summary.calibration!.questions).sort()).toEqual(["mood", "team", "urgent"]);
+  });
+
+  it("refuses a calibration fitted for other weights unless forced", () => {
+    const cal = join(dir, "cal2.json");
+    expect(cli(["calibrate", out, "--gold", gold, "-o", cal]).code).toBe(0);
+    const other = join(dir, "other-weights.gguf");
+    copyFileSync(modelPath, other);
+    const refused = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", join(dir, "other.jsonl"), "--calibration", cal, "--model-path", other]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/was fitted for .*but this run's model is .*other-weights\.gguf.*--force-calibration/);
+    expect(existsSync(join(dir, "other.jsonl"))).toBe(false);
+    const forced = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", join(dir, "other.jsonl"), "--calibration", cal, "--model-path", other, "--force-calibration"]);
+    expect(forced.code).toBe(0);
+  });
+
+  it("run --calibration batch divides out each question's label prior and says how far it moved the labels", () => {
+    const batch = join(dir, "batch.jsonl");
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", batch, "--calibration", "batch"]).code).toBe(0);
+    const summary = JSON.parse(readFileSync(`${batch}.usage.json`, "utf8")) as UsageSummary;
+    expect(summary.calibration?.source).toBe("batch");
+    // After dividing out the prior, the mean distribution is much closer to uniform than before.
+    const k = 3;
+    const mean = Array.from({ length: k }, (_, i) => rows(batch).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / 80);
+    const meanBefore = Array.from({ length: k }, (_, i) => rows(out).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / 80);
+    const spread = (m: number[]) => Math.max(...m) - Math.min(...m);
+    expect(spread(mean)).toBeLessThan(spread(meanBefore) / 2);
+    expect(summary.calibration!.questions["team"]!.moved).toBeGreaterThan(0);
+  });
+
+  it("thresholds picks, per question, a cut whose accepted rows reach the target", () => {
+    const r = cli(["thresholds", out, "--gold", gold, "--target-accuracy", "0.6", "--json"]);
+    expect(r.code).toBe(0);
+    const list = JSON.parse(r.stdout) as { question: string; threshold: number | null; accuracy: number; coverage: number }[];
+    expect(list.map((t) => t.question).sort()).toEqual(["mood", "team", "urgent"]);
+    for (const t of list) if (t.threshold !== null) expect(t.accuracy).toBeGreaterThanOrEqual(0.6);
+    expect(cli(["thresholds", out, "--gold", gold, "--target-accuracy", "1.5"]).code).toBe(2);
+  });
+});
+
+describe("review routing", () => {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const top = (q: Question, a: Answer) => Math.max(...answerDistribution(q, a));
+
+  it("writes exactly the rows below their thresholds, plus a reproducible audit sample of the rest", () => {
+    const threshold = median(rows(out).map((r) => top(questions["team"]!, r.answers["team"]!)));
+    const reviewJob = file("review-job.json", JSON.stringify({ ...job, review_below: { team: threshold }, audit_sample: "25%" }));
+    const target = join(dir, "rev.jsonl");
+    const r = cli(["run", join(dir, "t.jsonl"), "--job", reviewJob, "-o", target, "--audit-seed", "7"]);
+    expect(r.code).toBe(0);
+    const below = new Set(rows(target).filter((x) => top(questions["team"]!, x.answers["team"]!) < threshold).map((x) => x.id));
+    const review = rows(`${target}.review.jsonl`);
+    expect(new Set(review.filter((x) => !x.audit).map((x) => x.id))).toEqual(below);
+    for (const x of review.filter((x) => !x.audit)) expect(x.review_reasons![0]).toMatchObject({ question: "team", threshold });
+    const audit = review.filter((x) => x.audit).map((x) => x.id);
+    expect(audit.length).toBeGreaterThan(0);
+    for (const id of audit) expect(below.has(id)).toBe(false);
+    const first = readFileSync(`${target}.review.jsonl`, "utf8");
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", reviewJob, "-o", target, "--audit-seed", "7"]).code).toBe(0);
+    expect(readFileSync(`${target}.review.jsonl`, "utf8")).toBe(first);
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", reviewJob, "-o", target, "--audit-seed", "8"]).code).toBe(0);
+    expect(rows(`${target}.review.jsonl`).filter((x) => x.audit).map((x) => x.id)).not.toEqual(audit);
+    const usage = JSON.parse(readFileSync(`${target}.usage.json`, "utf8")) as UsageSummary;
+    expect(usage.review?.below_threshold).toBe(below.size);
+  });
+
+  it("writes a CSV review file beside a CSV output, with the reason first", () => {
+    const target = join(dir, "rev.csv");
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", target, "--review-below", "0.999"]).code).toBe(0);
+    const table = parse(readFileSync(`${target}.review.csv`, "utf8"), { columns: true }) as Record<string, string>[];
+    expect(table).toHaveLength(80);
+    expect(Object.keys(table[0]!).slice(0, 6)).toEqual(["id", "line", "source", "model", "review_reason", "audit"]);
+    expect(table[0]!["review_reason"]).toMatch(/< 0\.999/);
+  });
+
+  it("a run killed mid-way and resumed writes each review row once", async () => {
+    const big = file("big.jsonl", tickets(160));
+    const target = join(dir, "killed.jsonl");
+    const args = [BIN, "run", big, "--job", jobPath, "-o", target, "--review-below", "0.9"];
+    const env = { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" };
+    const child = spawn(process.execPath, args, { cwd: dir, env, stdio: "ignore" });
+    // Kill once the journal holds some finished records.
+    await new Promise<void>((resolve) => {
+      const poll = setInterval(() => {
+        const journal = `${target}.journal`;
+        if (existsSync(journal) && readFileSync(journal, "utf8").split("\n").length > 20) {
+          clearInterval(poll);
+          child.kill("SIGKILL");
+          resolve();
+        }
+      }, 10);
+      child.on("exit", () => {
+        clearInterval(poll);
+        resolve();
+      });
+    });
+    await new Promise((resolve) => child.on("exit", resolve).exitCode !== null && resolve(undefined));
+    expect(existsSync(`${target}.review.jsonl`)).toBe(false);
+    expect(cli(["run", big, "--job", jobPath, "-o", target, "--review-below", "0.9"]).code).toBe(0);
+    const ids = rows(`${target}.review.jsonl`).map((x) => x.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const expected = rows(target).filter((x) => Object.entries(questions).some(([n, q]) => top(q, x.answers[n]!) < 0.9)).map((x) => x.id);
+    expect(ids.sort()).toEqual(expected.sort());
+  }, 120_000);
+});
+
+describe("report", () => {
+  it("compares two runs: shift, agreement and the flipped records", () => {
+    // An earlier run in which every third record's team was answered differently.
+    const earlier = rows(out).map((r, i) => {
+      if (i % 3 !== 0) return r;
+      const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
+      const options = Object.keys(team.probabilities);
+      const other = options.find((o) => o !== team.choice)!;
+      return { ...r, answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } } };
+    });
+    const earlierPath = file("earlier.jsonl", `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
+    const html = join(dir, "report.html");
+    const r = cli(["report", out, "--compare", earlierPath, "-o", html, "--json"]);
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.stdout) as { rows: number; compare: { shifts: { question: string; flipped: number; agreement: number; psi: number; flips: { id: string }[] }[] } };
+    expect(report.rows).toBe(80);
+    const team = report.compare.shifts.find((s) => s.question === "team")!;
+    expect(team.flipped).toBe(Math.ceil(80 / 3));
+    expect(team.agreement).toBeCloseTo(1 - Math.ceil(80 / 3) / 80, 12);
+    expect(team.flips.length).toBe(Math.ceil(80 / 3));
+    expect(report.compare.shifts.find((s) => s.question === "urgent")!.flipped).toBe(0);
+    expect(existsSync(html)).toBe(true);
+  });
+});
