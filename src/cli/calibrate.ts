@@ -50,7 +50,7 @@ async function allRows(answers: string, questions: QuestionInfo[] | undefined): 
     for (const q of found ?? []) {
       let r = rows.get(q.name);
       if (!r) rows.set(q.name, (r = new Rows(q.labels.length)));
-      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1, row.id);
+      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1);
     }
   }
   return { questions: found ?? [], rows };

@@ -43,13 +43,12 @@ export class Rows {
   p: Float64Array;
   y: Int32Array;
   mass: Float64Array;
-  ids: string[] = [];
   constructor(readonly k: number) {
     this.p = new Float64Array(256 * k);
     this.y = new Int32Array(256);
     this.mass = new Float64Array(256);
   }
-  push(dist: readonly number[], y: number, mass: number, id: string): void {
+  push(dist: readonly number[], y: number, mass: number): void {
     if (this.n === this.y.length) {
       const grow = <T extends Float64Array | Int32Array>(a: T, make: (n: number) => T) => {
         const b = make(a.length * 2);
@@ -63,7 +62,6 @@ export class Rows {
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
     this.mass[this.n] = mass;
-    this.ids.push(id);
     this.n++;
   }
   scored(): Scored {
@@ -181,7 +179,8 @@ function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
 
 /** Assesses one question's rows. */
 export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: number; bootstrap: number; noiseDraws?: number }): QuestionAssessment {
-  const s = rows.scored();
+  // A noul's rows are put in descending p(yes) order once, so the bootstrap's AUROC passes read memory in order.
+  const { s, mass } = info.type === "noul" ? byScore(rows) : { s: rows.scored(), mass: rows.mass.subarray(0, rows.n) };
   const pre = precompute(info.type, s);
   const ones = new Float64Array(s.n).fill(1);
   const names = [...METRICS[info.type], ...METRICS.common];
@@ -217,16 +216,30 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
     n: s.n,
     metrics,
     intervals,
-    ece_noise_floor: eceNoiseFloor(pre.confidence, options.noiseDraws ?? (s.n > 100_000 ? 50 : 200), options.seed),
+    ece_noise_floor: eceNoiseFloor(pre.confidence, options.noiseDraws ?? 200, options.seed),
     confusion: Array.from({ length: s.k }, (_, r) => Array.from(m.subarray(r * s.k, (r + 1) * s.k))),
     reliability: cal.bins,
     risk_coverage: rc,
     gold_shares: shares(s.y, s.k),
     predicted_shares: shares(pre.pred, s.k),
   };
-  const withMass = rows.mass.subarray(0, s.n);
-  if (withMass.some((x) => x >= 0)) out.label_mass = massBands(withMass, pre.correct);
+  if (mass.some((x) => x >= 0)) out.label_mass = massBands(mass, pre.correct);
   return out;
+}
+
+function byScore(rows: Rows): { s: Scored; mass: Float64Array } {
+  const s = rows.scored();
+  const order = orderDescending(Float64Array.from({ length: s.n }, (_, i) => s.p[i * 2 + 1] as number));
+  const p = new Float64Array(s.n * 2);
+  const y = new Int32Array(s.n);
+  const mass = new Float64Array(s.n);
+  order.forEach((from, to) => {
+    p[to * 2] = s.p[from * 2] as number;
+    p[to * 2 + 1] = s.p[from * 2 + 1] as number;
+    y[to] = s.y[from] as number;
+    mass[to] = rows.mass[from] as number;
+  });
+  return { s: { n: s.n, k: 2, p, y }, mass };
 }
 
 function shares(classes: Int32Array, k: number): number[] {
@@ -307,7 +320,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       if (y < 0) return;
       const dist = (options.raw && row.raw?.get(q.name)) || (row.dist.get(q.name) as number[]);
       const mass = row.mass?.[q.name];
-      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1, row.id);
+      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1);
     });
   }
   const goldOnly: { id: string; line: number }[] = [];
@@ -335,6 +348,8 @@ export async function assess(answersPath: string, goldPath: string, options: Joi
   const questions: QuestionAssessment[] = [];
   for (const q of joined.questions) {
     const rows = joined.rows.get(q.name) as Rows;
+    // Let each question's rows go once assessed: the peak then holds one question's working arrays, not all.
+    joined.rows.delete(q.name);
     if (rows.n === 0) continue;
     questions.push(assessQuestion(q, rows, { seed, bootstrap }));
   }

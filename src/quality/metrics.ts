@@ -467,17 +467,43 @@ export function seededRandom(seed: number): () => number {
  * row is right with probability equal to its confidence, drawn `draws` times.
  * ECE is biased upwards at small n, so a measured ECE means little unless it
  * stands above this floor.
+ *
+ * ECE depends only on each bin's count of right rows, a sum of independent
+ * Bernoulli draws: a bin of 200 rows or more draws that sum from its normal
+ * approximation (mean sum c, variance sum c(1-c)), smaller bins row by row.
+ * A million rows then cost as much as a few thousand.
  */
-export function eceNoiseFloor(confidence: Float64Array, draws = 200, seed = 1): { median: number; p95: number } {
+export function eceNoiseFloor(confidence: Float64Array, draws = 200, seed = 1, bins = ECE_BINS): { median: number; p95: number } {
   const random = seededRandom(seed);
   const n = confidence.length;
-  const bin = Uint8Array.from(confidence, (c) => binOf(c));
-  const ones = new Float64Array(n).fill(1);
-  const correct = new Uint8Array(n);
+  const bin = Uint8Array.from(confidence, (c) => binOf(c, bins));
+  const count = new Float64Array(bins);
+  const mean = new Float64Array(bins);
+  const variance = new Float64Array(bins);
+  for (let i = 0; i < n; i++) {
+    const c = confidence[i] as number;
+    count[bin[i] as number]! += 1;
+    mean[bin[i] as number]! += c;
+    variance[bin[i] as number]! += c * (1 - c);
+  }
+  const small: number[][] = Array.from({ length: bins }, () => []);
+  for (let i = 0; i < n; i++) if ((count[bin[i] as number] as number) < 200) small[bin[i] as number]!.push(confidence[i] as number);
+  const gaussian = () => {
+    // Box-Muller on the seeded generator.
+    const u = 1 - random();
+    return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random());
+  };
   const values: number[] = [];
   for (let d = 0; d < draws; d++) {
-    for (let i = 0; i < n; i++) correct[i] = random() < (confidence[i] as number) ? 1 : 0;
-    values.push(eceFromBins(bin, confidence, correct, ones));
+    let ece = 0;
+    for (let b = 0; b < bins; b++) {
+      if (count[b] === 0) continue;
+      let right = 0;
+      if ((count[b] as number) < 200) for (const c of small[b] as number[]) right += random() < c ? 1 : 0;
+      else right = Math.min(count[b] as number, Math.max(0, (mean[b] as number) + Math.sqrt(variance[b] as number) * gaussian()));
+      ece += Math.abs(right - (mean[b] as number));
+    }
+    values.push(n ? ece / n : NaN);
   }
   values.sort((a, b) => a - b);
   return { median: quantile(values, 0.5), p95: quantile(values, 0.95) };
@@ -492,9 +518,43 @@ export function quantile(sorted: readonly number[], q: number): number {
   return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (at - lo);
 }
 
-/** Bootstrap draw weights: how many times each of n rows was drawn in n draws with replacement. */
+/**
+ * Bootstrap draw weights: how many times each of n rows was drawn in n draws
+ * with replacement. Above 10,000 rows each weight is drawn from Poisson(1)
+ * instead (the Poisson bootstrap, the multinomial's large-n limit): it
+ * writes the weights in order, where scattering n increments over a large
+ * array spends most of its time on cache misses (12 of 46 s at 1,000,000
+ * rows, bench/RESULTS.md).
+ */
 export function drawWeights(n: number, random: () => number, into: Float64Array): Float64Array {
+  if (n > 10_000) {
+    // xorshift32 seeded from `random`, compared with Poisson(1)'s CDF as 32-bit integers: no float work per row.
+    let x = (Math.floor(random() * 4294967296) >>> 0) || 1;
+    for (let i = 0; i < n; i++) {
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      const u = x >>> 0;
+      let k = 0;
+      while (k < POISSON_CDF.length && u > (POISSON_CDF[k] as number)) k++;
+      into[i] = k;
+    }
+    return into;
+  }
   into.fill(0);
   for (let i = 0; i < n; i++) into[Math.floor(random() * n)]! += 1;
   return into;
 }
+
+/** P(K <= k) for K ~ Poisson(1), k = 0..11, scaled to 32-bit integers. */
+const POISSON_CDF = (() => {
+  const out: number[] = [];
+  let p = Math.exp(-1);
+  let cdf = p;
+  for (let k = 0; k < 12; k++) {
+    out.push(Math.min(4294967295, Math.floor(cdf * 4294967296)));
+    p /= k + 1;
+    cdf += p;
+  }
+  return Uint32Array.from(out);
+})();

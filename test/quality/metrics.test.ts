@@ -135,6 +135,24 @@ describe("metrics by hand", () => {
 });
 
 describe("noise floor", () => {
+  it("drawn per bin from the normal approximation, agrees with drawing every row", () => {
+    const random = seededRandom(9);
+    const confidence = Float64Array.from({ length: 6000 }, () => 0.4 + 0.6 * random());
+    // The exact simulation: every row drawn, ECE over the bins.
+    const exact: number[] = [];
+    const correct = new Uint8Array(confidence.length);
+    for (let d = 0; d < 200; d++) {
+      for (let i = 0; i < confidence.length; i++) correct[i] = random() < confidence[i]! ? 1 : 0;
+      exact.push(calibrationError(confidence, correct).ece);
+    }
+    exact.sort((a, b) => a - b);
+    const approx = eceNoiseFloor(confidence, 400, 4);
+    expect(approx.median).toBeGreaterThan(exact[100]! * 0.85);
+    expect(approx.median).toBeLessThan(exact[100]! * 1.15);
+    expect(approx.p95).toBeGreaterThan(exact[190]! * 0.8);
+    expect(approx.p95).toBeLessThan(exact[190]! * 1.2);
+  });
+
   it("is the same for the same seed and shrinks with n", () => {
     const random = seededRandom(7);
     const conf = (n: number) => Float64Array.from({ length: n }, () => 0.5 + random() / 2);
