@@ -38,8 +38,10 @@ $(BUILD_STAMP): $(NPM_STAMP) $(SOURCES) tsconfig.json tsconfig.build.json
 typecheck: $(NPM_STAMP)
 	npx tsc -p tsconfig.json --noEmit
 
+CHROMIUM ?= /usr/bin/chromium
 unit: $(NPM_STAMP)
-	npx vitest run
+	@test -x $(CHROMIUM) || echo "*** No Chromium at $(CHROMIUM): the browser tests of the HTML reports will be SKIPPED (apt-get install -y chromium) ***" >&2
+	CHROMIUM_PATH=$(CHROMIUM) npx vitest run
 
 test: typecheck unit
 

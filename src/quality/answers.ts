@@ -77,7 +77,9 @@ function discoverCsv(columns: string[]): QuestionInfo[] {
     const labels = columns.filter((c) => c.startsWith(prefix)).map((c) => c.slice(prefix.length));
     out.push({ name, type, labels });
   }
-  return out;
+  // A calibrated run writes `q.raw.noul` beside `q.noul`: that is q's raw answer, not a question "q.raw".
+  const names = new Set(out.map((q) => q.name));
+  return out.filter((q) => !(q.name.endsWith(".raw") && names.has(q.name.slice(0, -4))));
 }
 
 function probability(v: unknown, where: string): number {

@@ -446,7 +446,7 @@ export function describeAssessment(a: Assessment): string {
     }
     const cover = q.risk_coverage.at.map((p) => `${Math.round(p.coverage * 100)}%: ${fmt(p.accuracy)} (p>=${fmt(p.threshold)})`).join(", ");
     lines.push(`  accuracy at coverage    ${cover}`);
-    if (q.label_mass) lines.push(`  accuracy by label mass  ${q.label_mass.map((b) => `${fmt(b.mass_lo)}-${fmt(b.mass_hi)}: ${fmt(b.accuracy)}`).join(", ")}`);
+    if (q.label_mass) lines.push(`  accuracy by label mass  ${q.label_mass.map((b) => `${b.mass_lo.toPrecision(2)}-${b.mass_hi.toPrecision(2)}: ${fmt(b.accuracy)}`).join(", ")}`);
   }
   lines.push("", `95% intervals: ${a.bootstrap} bootstrap draws, seed ${a.seed}. Confidence = the top label's probability.`);
   return lines.join("\n");

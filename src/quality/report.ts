@@ -320,7 +320,7 @@ export function assessmentHtml(a: Assessment): string {
       ]),
     ];
     const cover = table(["coverage", "accuracy", "confidence at least"], q.risk_coverage.at.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]));
-    const mass = q.label_mass ? `<h3>Accuracy by label mass</h3>${table(["label mass", "rows", "accuracy"], q.label_mass.map((b) => [`${num(b.mass_lo)} – ${num(b.mass_hi)}`, b.count, num(b.accuracy)]))}` : "";
+    const mass = q.label_mass ? `<h3>Accuracy by label mass</h3>${table(["label mass", "rows", "accuracy"], q.label_mass.map((b) => [`${b.mass_lo.toPrecision(2)} – ${b.mass_hi.toPrecision(2)}`, b.count, num(b.accuracy)]))}` : "";
     const tables = `<div class="tables">${table(["metric", "value", "95% interval", "better"], rows)}${eceNote}<h3>Accuracy of the most confident rows</h3>${cover}${mass}</div>`;
     body.push(`<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${q.n} rows)</span></h2><div class="q">${tables}<div class="charts">${charts.join("")}</div></div>`);
   }

@@ -245,10 +245,12 @@ describe("review routing", () => {
     expect(usage.review?.below_threshold).toBe(below.size);
   });
 
-  it("writes a CSV review file beside a CSV output, with the reason first", () => {
+  it("writes a CSV review file beside a CSV output, with the reason first, and a BOM when asked", () => {
     const target = join(dir, "rev.csv");
-    expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", target, "--review-below", "0.999"]).code).toBe(0);
-    const table = parse(readFileSync(`${target}.review.csv`, "utf8"), { columns: true }) as Record<string, string>[];
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", target, "--review-below", "0.999", "--csv-bom"]).code).toBe(0);
+    expect(readFileSync(target).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+    expect(readFileSync(`${target}.review.csv`).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+    const table = parse(readFileSync(`${target}.review.csv`, "utf8"), { columns: true, bom: true }) as Record<string, string>[];
     expect(table).toHaveLength(80);
     expect(Object.keys(table[0]!).slice(0, 6)).toEqual(["id", "line", "source", "model", "review_reason", "audit"]);
     expect(table[0]!["review_reason"]).toMatch(/< 0\.999/);
