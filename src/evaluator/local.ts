@@ -8,7 +8,8 @@ import type { Answer, ModelMetadata, Question, SystemOneRequest, Usage, Validati
 import type { Engine, ScoreTask, Token } from "../engines/engine.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
 import { renderPrefix, renderQuestion, type ChatTemplate, type Segment } from "./prompt.js";
-import { choiceAnswer, labelDistribution, labelMass, noulAnswer, scoreAnswer } from "./readout.js";
+import { labelDistribution, labelMass } from "./readout.js";
+import { answerFrom } from "./calibration.js";
 
 export interface LocalModelConfig {
   /** Versioned id returned as the response `model`. */
@@ -137,7 +138,8 @@ export class LocalEvaluator implements Evaluator {
       const name = prepared.names[i] as string;
       const logprobs = results[i] as number[];
       const p = labelDistribution(logprobs, this.config.temperature);
-      answers.push([name, answerFor(question, p)]);
+      // The prompt lists Yes before No; answer distributions are [no, yes] (calibration.ts).
+      answers.push([name, answerFrom(question, question.type === "noul" ? [p[1] as number, p[0] as number] : p)]);
       masses.push([name, labelMass(logprobs)]);
     });
     return {
@@ -168,13 +170,3 @@ export function positionsToRead(labels: readonly (readonly Token[])[]): number {
   return prefixes.size;
 }
 
-function answerFor(question: Question, p: number[]): Answer {
-  switch (question.type) {
-    case "noul":
-      return noulAnswer(p[0] as number);
-    case "choice":
-      return choiceAnswer(Object.keys(question.criteria), p);
-    case "score":
-      return scoreAnswer(question.criteria, p);
-  }
-}
