@@ -6,7 +6,7 @@ import { isSummary } from "../runner/usage.js";
 import { readAnswers, type QuestionInfo } from "../quality/answers.js";
 import { joinGold, Rows } from "../quality/assess.js";
 import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationFile, type FittedQuestion } from "../quality/calibrate.js";
-import { jobQuestions } from "./assess.js";
+import { favourSize, jobQuestions } from "./assess.js";
 import { UsageError } from "./exit.js";
 import { writeFileAtomic } from "./files.js";
 import { withModelOptions, type ModelArgs } from "./model-options.js";
@@ -96,6 +96,7 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
     const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";
     if (fitted && !args.gold) throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
     if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");
+    favourSize();
     const { questions, idField } = jobQuestions(args.job);
     let { identity, model } = answersIdentity(args.answers);
     const out: CalibrationFile = {

@@ -1,6 +1,6 @@
 import type { CommandModule } from "yargs";
 import { displayLabels, reportHtml, runReport } from "../quality/report.js";
-import { jobQuestions } from "./assess.js";
+import { favourSize, jobQuestions } from "./assess.js";
 import { writeFileAtomic } from "./files.js";
 
 interface ReportArgs {
@@ -27,6 +27,7 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
       .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
       .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" }),
   handler: async (args) => {
+    favourSize();
     const { questions } = jobQuestions(args.job);
     const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage });
     const output = args.output ?? `${args.answers}.report.html`;

@@ -42,11 +42,11 @@ export class Rows {
   n = 0;
   p: Float64Array;
   y: Int32Array;
-  mass: Float64Array;
+  /** Label mass per row, -1 where unknown; empty until a row carries one. */
+  mass = new Float64Array(0);
   constructor(readonly k: number) {
     this.p = new Float64Array(256 * k);
     this.y = new Int32Array(256);
-    this.mass = new Float64Array(256);
   }
   push(dist: readonly number[], y: number, mass: number): void {
     if (this.n === this.y.length) {
@@ -57,11 +57,18 @@ export class Rows {
       };
       this.p = grow(this.p, (n) => new Float64Array(n));
       this.y = grow(this.y, (n) => new Int32Array(n));
-      this.mass = grow(this.mass, (n) => new Float64Array(n));
     }
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
-    this.mass[this.n] = mass;
+    if (mass >= 0 && this.mass.length === 0) this.mass = new Float64Array(this.y.length).fill(-1);
+    if (this.mass.length > 0) {
+      if (this.mass.length < this.y.length) {
+        const next = new Float64Array(this.y.length).fill(-1);
+        next.set(this.mass);
+        this.mass = next;
+      }
+      this.mass[this.n] = mass;
+    }
     this.n++;
   }
   scored(): Scored {
@@ -180,7 +187,7 @@ function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
 /** Assesses one question's rows. */
 export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: number; bootstrap: number; noiseDraws?: number }): QuestionAssessment {
   // A noul's rows are put in descending p(yes) order once, so the bootstrap's AUROC passes read memory in order.
-  const { s, mass } = info.type === "noul" ? byScore(rows) : { s: rows.scored(), mass: rows.mass.subarray(0, rows.n) };
+  const { s, mass } = info.type === "noul" ? byScore(rows) : { s: rows.scored(), mass: rows.mass.length ? rows.mass.subarray(0, rows.n) : rows.mass };
   const pre = precompute(info.type, s);
   const ones = new Float64Array(s.n).fill(1);
   const names = [...METRICS[info.type], ...METRICS.common];
@@ -232,12 +239,12 @@ function byScore(rows: Rows): { s: Scored; mass: Float64Array } {
   const order = orderDescending(Float64Array.from({ length: s.n }, (_, i) => s.p[i * 2 + 1] as number));
   const p = new Float64Array(s.n * 2);
   const y = new Int32Array(s.n);
-  const mass = new Float64Array(s.n);
+  const mass = new Float64Array(rows.mass.length ? s.n : 0);
   order.forEach((from, to) => {
     p[to * 2] = s.p[from * 2] as number;
     p[to * 2 + 1] = s.p[from * 2 + 1] as number;
     y[to] = s.y[from] as number;
-    mass[to] = rows.mass[from] as number;
+    if (mass.length) mass[to] = rows.mass[from] as number;
   });
   return { s: { n: s.n, k: 2, p, y }, mass };
 }
