@@ -81,7 +81,7 @@ export async function prepareJob(args: JobArgs, logger: Logger) {
   if (args.model !== "default") job.model = args.model;
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
-  const source: Source = isS3(args.input) ? await openS3Source(args.input, format) : openLocalSource(args.input, format);
+  const source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
   const { evaluator, entry } = await openEvaluator(args, job, logger);
   const price = args.price ?? entry?.price_per_million_input_tokens ?? 0.042;
   const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);

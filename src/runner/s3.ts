@@ -36,25 +36,43 @@ export function s3Client(): S3Client {
   return shared;
 }
 
-async function keysUnder(client: S3Client, bucket: string, prefix: string): Promise<{ key: string; size: number }[]> {
+/**
+ * Whether a key under a prefix is a marker, not data, by the rule Hadoop-style
+ * readers use: a name starting with "_" or "." (`_SUCCESS`, `_committed_...`,
+ * `.part-0.crc`) or ending in ".crc". Spark and Hadoop write them into every
+ * output folder.
+ */
+export function isMarker(key: string): boolean {
+  const name = key.slice(key.lastIndexOf("/") + 1);
+  return name.startsWith("_") || name.startsWith(".") || name.endsWith(".crc");
+}
+
+async function keysUnder(client: S3Client, bucket: string, prefix: string): Promise<{ keys: { key: string; size: number }[]; markers: string[] }> {
   const keys: { key: string; size: number }[] = [];
+  const markers: string[] = [];
   let token: string | undefined;
   do {
     const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
-    for (const o of page.Contents ?? []) if (o.Key && !o.Key.endsWith("/")) keys.push({ key: o.Key, size: o.Size ?? 0 });
+    for (const o of page.Contents ?? []) {
+      if (!o.Key || o.Key.endsWith("/")) continue;
+      if (isMarker(o.Key.slice(prefix.length))) markers.push(o.Key);
+      else keys.push({ key: o.Key, size: o.Size ?? 0 });
+    }
     token = page.IsTruncated ? page.NextContinuationToken : undefined;
   } while (token);
-  return keys.sort((a, b) => (a.key < b.key ? -1 : 1));
+  return { keys: keys.sort((a, b) => (a.key < b.key ? -1 : 1)), markers };
 }
 
 /** Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. */
-export async function openS3Source(location: string, format: Format, client: S3Client = s3Client()): Promise<Source> {
+export async function openS3Source(location: string, format: Format, client: S3Client = s3Client(), onNote?: (message: string, keys: string[]) => void): Promise<Source> {
   const { bucket, key } = parseS3(location);
   let objects: { key: string; size: number }[];
   try {
     if (key === "" || key.endsWith("/")) {
-      objects = await keysUnder(client, bucket, key);
-      if (objects.length === 0) throw new SourceError(`no objects under ${location}`);
+      const listed = await keysUnder(client, bucket, key);
+      objects = listed.keys;
+      if (listed.markers.length > 0) onNote?.(`skipped ${listed.markers.length} marker object${listed.markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`, listed.markers);
+      if (objects.length === 0) throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`);
     } else {
       const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
       objects = [{ key, size: head.ContentLength ?? 0 }];
@@ -69,6 +87,8 @@ export async function openS3Source(location: string, format: Format, client: S3C
   async function* items(): AsyncGenerator<SourceItem> {
     let seq = 0;
     for (const object of objects) {
+      // An empty object is an empty input; its body stream may never signal readable, so it is not fetched.
+      if (object.size === 0) continue;
       const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }));
       const body = got.Body as Readable;
       body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));

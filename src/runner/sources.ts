@@ -44,7 +44,11 @@ export function maybeGunzip(input: Readable, name: string): Readable {
   // Errors reach the reader through `destroy`; this listener keeps `pipe` from rethrowing them as uncaught.
   out.on("error", () => undefined);
   input.once("error", (e) => out.destroy(e));
+  // A stream that ends with no data may end without ever being readable: end the output then too.
+  const ended = () => out.end();
+  input.once("end", ended);
   input.once("readable", () => {
+    input.off("end", ended);
     const first = input.read() as Buffer | null;
     if (first === null) {
       out.end();

@@ -89,6 +89,30 @@ describe("S3", () => {
     expect(text.split("\n").filter(Boolean)).toHaveLength(1500);
   }, 120_000);
 
+  it("reads a zero-byte object as an empty input", async () => {
+    await put("in/empty.jsonl", "");
+    const out = join(dir, "empty.jsonl");
+    const r = await cli(["run", "s3://data/in/empty.jsonl", "--job", jobFile(), "-o", out]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/holds no records/);
+    const { readFileSync } = await import("node:fs");
+    expect(readFileSync(out, "utf8")).toBe("");
+  }, 60_000);
+
+  it("skips Hadoop-style marker objects under a prefix, and says so", async () => {
+    await put("spark/_SUCCESS", "");
+    await put("spark/part-00000.jsonl", records(20, 3));
+    await put("spark/.part-00000.jsonl.crc", "binary checksum");
+    await put("spark/_committed_123", "{}");
+    await put("spark/part-00001.jsonl", "");
+    const out = join(dir, "spark.jsonl");
+    const r = await runCli(["run", "s3://data/spark/", "--job", jobFile(), "-o", out], { cwd: dir, env: { ...env(), TYPED_EVAL_LOG_LEVEL: "info" } });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/skipped 3 marker objects under s3:\/\/data\/spark\//);
+    const { readFileSync } = await import("node:fs");
+    expect(readFileSync(out, "utf8").split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id).sort()).toEqual(["s20", "s21", "s22"]);
+  }, 60_000);
+
   it("says clearly when a key does not exist, exit 2", async () => {
     const r = await cli(["run", "s3://data/in/missing.jsonl", "--job", jobFile(), "-o", join(dir, "m.jsonl")]);
     expect(r.code).toBe(2);
