@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import type { CommandModule } from "yargs";
 import { validateRequest } from "../api/validate.js";
 import { UnprocessableEntityError } from "../api/errors.js";
-import { EXIT } from "./exit.js";
+import { EXIT, UsageError } from "./exit.js";
 import { readInput } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 
@@ -41,7 +41,12 @@ export const askCommand: CommandModule<object, AskArgs> = {
       process.exitCode = EXIT.usage;
       return;
     }
-    const raw = await readInput(args.state);
+    let raw: string;
+    try {
+      raw = await readInput(args.state);
+    } catch (error) {
+      throw new UsageError(`cannot read the state ${args.state}: ${(error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (error as Error).message}`);
+    }
     let state: unknown = raw;
     if (!args.text) {
       try {

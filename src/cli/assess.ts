@@ -5,7 +5,8 @@ import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
-import { EXIT, UsageError } from "./exit.js";
+import { EXIT } from "./exit.js";
+import { numeric } from "./checks.js";
 import { writeFileAtomic } from "./files.js";
 
 interface AssessArgs {
@@ -52,13 +53,11 @@ export const assessCommand: CommandModule<object, AssessArgs> = {
       .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
       .option("html", { type: "string", describe: "write a self-contained HTML report here" })
       .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
-      .option("seed", { type: "number", default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" })
-      .option("bootstrap", { type: "number", default: 200, describe: "bootstrap draws for the 95% intervals" })
+      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))
+      .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
       .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
       .option("allow-unmatched", { type: "boolean", default: false, describe: "assess even when some gold ids are not in the answers (they are reported)" }),
   handler: async (args) => {
-    if (!(Number.isInteger(args.bootstrap) && args.bootstrap >= 0 && args.bootstrap <= 100_000)) throw new UsageError("--bootstrap takes a whole number from 0 to 100000");
-    if (!Number.isInteger(args.seed)) throw new UsageError("--seed takes a whole number");
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     const { questions, idField } = jobQuestions(args.job);
@@ -104,16 +103,14 @@ export const thresholdsCommand: CommandModule<object, ThresholdArgs> = {
       .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
       .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field)" })
       .option("id-field", { type: "string", describe: "gold field holding the record id" })
-      .option("target-accuracy", { type: "number", demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" })
-      .option("seed", { type: "number", default: 1, describe: "bootstrap seed" })
-      .option("bootstrap", { type: "number", default: 200, describe: "bootstrap draws for the 95% intervals" })
+      .option("target-accuracy", numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }))
+      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap seed" }))
+      .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
       .option("json", { type: "boolean", default: false, describe: "print JSON" })
       .option("allow-unmatched", { type: "boolean", default: false, describe: "go on when some gold ids are not in the answers" }),
   handler: async (args) => {
     favourSize();
     const target = args["target-accuracy"];
-    if (!(target > 0 && target <= 1)) throw new UsageError("--target-accuracy takes a number above 0 and at most 1, e.g. 0.95");
-    if (!(Number.isInteger(args.bootstrap) && args.bootstrap >= 0 && args.bootstrap <= 100_000)) throw new UsageError("--bootstrap takes a whole number from 0 to 100000");
     const { questions, idField } = jobQuestions(args.job);
     const joined = await joinGold(args.answers, args.gold, { questions, idField: args["id-field"], jobIdField: idField, allowUnmatched: args["allow-unmatched"] });
     const list = thresholds(joined, target, { seed: args.seed, bootstrap: args.bootstrap });

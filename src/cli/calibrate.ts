@@ -9,6 +9,7 @@ import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationF
 import { favourSize, jobQuestions } from "./assess.js";
 import { UsageError } from "./exit.js";
 import { writeFileAtomic } from "./files.js";
+import { numeric } from "./checks.js";
 import { withModelOptions, type ModelArgs } from "./model-options.js";
 import { openEvaluator } from "./run.js";
 
@@ -82,17 +83,15 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
       .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
       .option("method", { choices: METHODS, default: "auto" as const, describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold" })
-      .option("folds", { type: "number", default: 5, describe: "cross-validation folds" })
-      .option("seed", { type: "number", default: 1, describe: "seed of the fold split" })
+      .option("folds", numeric("folds", { integer: true, min: 2, max: 100 }, { default: 5, describe: "cross-validation folds" }))
+      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of the fold split" }))
       .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the calibration file (JSON)" })
       .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
       .option("allow-unmatched", { type: "boolean", default: false, describe: "fit even when some gold ids are not in the answers" })
       .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
       .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
-      .option("timeout", { type: "number", default: 60, describe: "contextual: seconds to wait for a remote answer" }) as unknown as Argv<CalibrateArgs>,
+      .option("timeout", numeric("timeout", { above: 0 }, { default: 60, describe: "contextual: seconds to wait for a remote answer" })) as unknown as Argv<CalibrateArgs>,
   handler: async (args) => {
-    if (!(Number.isInteger(args.folds) && args.folds >= 2 && args.folds <= 100)) throw new UsageError("--folds takes a whole number from 2 to 100");
-    if (!Number.isInteger(args.seed)) throw new UsageError("--seed takes a whole number");
     const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";
     if (fitted && !args.gold) throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
     if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");

@@ -1,5 +1,6 @@
 import type { Argv, CommandModule } from "yargs";
 import { createKey } from "../server/accounts.js";
+import { UsageError } from "./exit.js";
 
 /** The accounts file option shared by `serve` and `keys`. */
 export function accountsFileOption<T>(y: Argv<T>): Argv<T & { "accounts-file": string }> {
@@ -24,6 +25,9 @@ const createCommand: CommandModule<object, CreateArgs> = {
       .option("account", { type: "string", demandOption: true, describe: "account name" })
       .option("models", { type: "array", string: true, default: [] as string[], describe: "models the account may use (default: all, or unchanged)" }),
   handler: (args) => {
+    if (!/^[A-Za-z0-9][A-Za-z0-9._@-]*$/.test(args.account)) {
+      throw new UsageError(`--account takes a name of letters, digits and . _ @ - (starting with a letter or digit), not ${JSON.stringify(args.account)}`);
+    }
     const key = createKey(args["accounts-file"], args.account, args.models);
     process.stdout.write(`${key}\n`);
     process.stderr.write(

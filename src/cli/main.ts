@@ -1,5 +1,5 @@
 /** The `typed-eval` command line: one yargs command per file in this folder. */
-import yargs from "yargs";
+import yargs, { type CommandModule } from "yargs";
 import { hideBin } from "yargs/helpers";
 import { askCommand } from "./ask.js";
 import { estimateCommand } from "./estimate.js";
@@ -24,35 +24,53 @@ import { SourceError } from "../runner/sources.js";
 /** Errors that mean the invocation, a file it names, or the input cannot be used: one line, exit 2. */
 const USAGE_ERRORS = [RegistryError, DownloadError, AccountsError, JobError, SourceError, QualityInputError, UsageError];
 
-await yargs(hideBin(process.argv))
-  .scriptName("typed-eval")
-  .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
-  .command(runCommand)
-  .command(estimateCommand)
-  .command(usageCommand)
-  .command(assessCommand)
-  .command(calibrateCommand)
-  .command(thresholdsCommand)
-  .command(reportCommand)
-  .command(askCommand)
-  .command(modelsCommand)
-  .command(serveCommand)
-  .command(keysCommand)
-  .command(validateCommand)
-  .command(openapiCommand)
-  .demandCommand(1, "Name a command; see the list above.")
-  .strict()
-  .recommendCommands()
-  .fail((msg, err, y) => {
-    // Bad invocation, job file, input, registry, download or accounts file: one line, exit 2.
-    if (USAGE_ERRORS.some((kind) => err instanceof kind)) {
-      process.stderr.write(`typed-eval: ${err.message}\n`);
-      process.exit(EXIT.usage);
-    }
-    if (err) throw err;
-    process.stderr.write(`${y.help()}\n\n${msg}\n`);
+const COMMANDS = [runCommand, estimateCommand, usageCommand, assessCommand, calibrateCommand, thresholdsCommand, reportCommand, askCommand, modelsCommand, serveCommand, keysCommand, validateCommand, openapiCommand];
+
+/** Options that take several values; any other option given twice is a usage error (yargs would pass an array). */
+const LISTS = new Set(["files", "models", "alias"]);
+
+function onceEach(argv: Record<string, unknown>): true {
+  for (const [key, value] of Object.entries(argv)) {
+    // Single letters are aliases of a long name, which is checked (and named) instead.
+    if (key === "_" || key.length === 1 || LISTS.has(key) || !Array.isArray(value)) continue;
+    throw new UsageError(`--${key} is given ${value.length} times; give it once`);
+  }
+  return true;
+}
+
+/** One line and exit 2 for a usage error, wherever it is thrown. */
+function usageExit(err: unknown): void {
+  // yargs rewraps what a `coerce` throws (our option checks) as a YError: also a usage error.
+  if (USAGE_ERRORS.some((kind) => err instanceof kind) || (err instanceof Error && err.name === "YError")) {
+    process.stderr.write(`typed-eval: ${(err as Error).message}\n`);
     process.exit(EXIT.usage);
-  })
-  .help()
-  .version()
-  .parseAsync();
+  }
+}
+
+try {
+  await yargs(hideBin(process.argv))
+    .scriptName("typed-eval")
+    .check(onceEach, true)
+    .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
+    .command(COMMANDS as CommandModule[])
+    .demandCommand(1, "Name a command; see the list above.")
+    .strict()
+    .recommendCommands()
+    .fail((msg, err, y) => {
+      // Bad invocation, job file, input, registry, download or accounts file: one line, exit 2.
+      usageExit(err);
+      if (err) throw err;
+      // No command: the overview. A mistake in a command's options: one line, and where to read more.
+      const command = hideBin(process.argv).find((a) => !a.startsWith("-"));
+      if (command === undefined || !COMMANDS.some((c) => String(c.command).split(" ")[0] === command)) process.stderr.write(`${y.help()}\n\n${msg}\n`);
+      else process.stderr.write(`typed-eval: ${msg}\nSee: typed-eval ${command} --help\n`);
+      process.exit(EXIT.usage);
+    })
+    .help()
+    .version()
+    .parseAsync();
+} catch (err) {
+  // What yargs throws past `fail` (a check in a middleware): the same one-line treatment.
+  usageExit(err);
+  throw err;
+}

@@ -4,6 +4,7 @@ import type { ModelRouter } from "../evaluator/router.js";
 import { openLocalModel } from "../evaluator/factory.js";
 import { ModelRegistry } from "../models/registry.js";
 import { progressBar } from "./progress.js";
+import { numeric } from "./checks.js";
 
 export interface ModelArgs {
   model: string;
@@ -28,8 +29,8 @@ export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
       defaultDescription: "$TYPED_EVAL_MODELS_FILE",
       describe: "a JSON model registry that extends the bundled one",
     })
-    .option("threads", { type: "number", describe: "CPU threads (default: every core)" })
-    .option("context-size", { type: "number", describe: "tokens per sequence (default: the model's, at most 8192)" }) as Argv<T & ModelArgs>;
+    .option("threads", numeric("threads", { integer: true, min: 1, max: 1024 }, { describe: "CPU threads (default: every core)" }))
+    .option("context-size", numeric("context-size", { integer: true, min: 64, max: 1_048_576 }, { describe: "tokens per sequence (default: the model's, at most 8192)" })) as Argv<T & ModelArgs>;
 }
 
 /** Loads the model the arguments name, downloading it with a progress bar on first use. */

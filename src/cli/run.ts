@@ -21,6 +21,8 @@ import { isS3, openS3Source, s3Target } from "../runner/s3.js";
 import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT, UsageError } from "./exit.js";
+import { folderFor } from "./files.js";
+import { numeric } from "./checks.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
@@ -64,21 +66,28 @@ export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
       .option("format", { choices: ["jsonl", "csv"] as const, describe: "input format (default: from the extension; stdin: jsonl)" })
       .option("base-url", { type: "string", default: process.env["TYPED_EVAL_BASE_URL"], describe: "a remote /v1/systemone endpoint instead of the embedded model ($TYPED_EVAL_BASE_URL)" })
       .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
-      .option("rpm", { type: "number", default: 1200, describe: "requests per minute allowed" })
-      .option("tps", { type: "number", default: 250_000, describe: "input tokens per second allowed" })
-      .option("concurrency", { type: "number", describe: "requests in flight (default: 4 embedded, 32 remote)" })
-      .option("timeout", { type: "number", default: 60, describe: "seconds to wait for a remote answer before the attempt counts as failed" })
-      .option("shard", { type: "string", describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
-      .option("price", { type: "number", describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" }),
+      .option("rpm", numeric("rpm", { above: 0 }, { default: 1200, describe: "requests per minute allowed" }))
+      .option("tps", numeric("tps", { above: 0 }, { default: 250_000, describe: "input tokens per second allowed" }))
+      .option("concurrency", numeric("concurrency", { integer: true, min: 1, max: 10_000 }, { describe: "requests in flight (default: 4 embedded, 32 remote)" }))
+      .option("timeout", numeric("timeout", { above: 0 }, { default: 60, describe: "seconds to wait for a remote answer before the attempt counts as failed" }))
+      .option("shard", { type: "string", coerce: shardText, describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
+      .option("price", numeric("price", { min: 0 }, { describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" })),
   ) as Argv<T & JobArgs>;
 }
 
+/** Checks `--shard` when it is parsed, so a bad one is a one-line usage error; keeps the text (it names the journal). */
+function shardText(value: unknown): string {
+  if (Array.isArray(value)) throw new UsageError("--shard is given more than once; give it once, as i/n");
+  try {
+    parseShard(String(value));
+  } catch {
+    throw new UsageError(`--shard takes i/n with 1 <= i <= n, such as 2/3 (the second of three shards), not ${JSON.stringify(value)}`);
+  }
+  return String(value);
+}
+
 /** What `run` and `estimate` both set up: job, source, evaluator, price, shard. */
-export async function prepareJob(args: JobArgs, logger: Logger) {
-  // yargs turns a lone "-" into "": both mean stdin.
-  if (isStdin(args.input)) args.input = "-";
-  const job: Job = loadJob(args.job);
-  if (args.model !== "default") job.model = args.model;
+export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args)) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
   const source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
@@ -88,15 +97,30 @@ export async function prepareJob(args: JobArgs, logger: Logger) {
   return { job, shard, format, source, evaluator, price, concurrency };
 }
 
+/** The job file, with the --model override. */
+function readJob(args: JobArgs): Job {
+  // yargs turns a lone "-" into "": both mean stdin.
+  if (isStdin(args.input)) args.input = "-";
+  const job: Job = loadJob(args.job);
+  if (args.model !== "default") job.model = args.model;
+  return job;
+}
+
 /** The evaluator a job runs on: the remote endpoint of --base-url, else the job's model embedded. */
 export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" | "api-key-env" | "timeout" | "job">, job: Job, logger: Logger) {
   const registry = ModelRegistry.load({ file: args["models-file"] });
   const entry = registry.find(job.model);
   let evaluator: Evaluator;
-  if (args["base-url"]) {
+  const baseUrl = args["base-url"];
+  if (baseUrl !== undefined) {
+    // An empty value is a mistake (an unset variable in `--base-url $TYPED_EVAL_BASE_URL`), never "use the embedded model".
+    if (baseUrl.trim() === "") throw new UsageError("--base-url is empty (is the variable it came from set?): pass an endpoint such as https://host, or leave the flag out to use the embedded model");
+    if (!/^https?:\/\/[^/]/i.test(baseUrl)) throw new UsageError(`--base-url takes an http:// or https:// URL, not ${JSON.stringify(baseUrl)}`);
+  }
+  if (baseUrl) {
     const apiKey = process.env[args["api-key-env"]];
     if (!apiKey) logger.warn({ env: args["api-key-env"] }, `$${args["api-key-env"]} is not set: sending requests without an API key`);
-    evaluator = new RemoteEvaluator({ baseUrl: args["base-url"], apiKey, timeoutMs: args.timeout * 1000, retry: { maxRetries: 0 } });
+    evaluator = new RemoteEvaluator({ baseUrl, apiKey, timeoutMs: args.timeout * 1000, retry: { maxRetries: 0 } });
   } else {
     if (!entry) throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
     evaluator = await openModelFromArgs({ ...args, model: job.model });
@@ -104,25 +128,31 @@ export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" |
   return { evaluator, entry };
 }
 
-/** Calibration and review routing from the flags and the job file (flags win). */
-function outputPolicy(args: RunArgs, job: Job, evaluator: Evaluator, sidecar: string, format: OutputFormat, logger: Logger): NonNullable<RunOptions["output"]> {
+/**
+ * Calibration and review routing from the flags and the job file (flags win),
+ * checked before any model is loaded; `verify` then checks the calibration's
+ * model identity against the evaluator the run opened.
+ */
+function outputPolicy(args: RunArgs, job: Job, sidecar: string, format: OutputFormat, logger: Logger): { policy: NonNullable<RunOptions["output"]>; verify(evaluator: Evaluator): void } {
   const policy: NonNullable<RunOptions["output"]> = { csvBom: args["csv-bom"] };
+  let verify = (_: Evaluator) => undefined as void;
   const calibration = args.calibration ?? (job.calibration === undefined ? undefined : job.calibration === "batch" ? "batch" : resolve(dirname(args.job), job.calibration));
   if (calibration === "batch") {
     policy.calibration = "batch";
     policy.calibrationSource = "batch";
   } else if (calibration !== undefined) {
     const file = loadCalibration(calibration);
-    const identity = evaluator.identity(job.model);
-    if (file.identity !== identity) {
+    policy.calibration = calibrationFor(file, calibration, job.questions, questionLabels);
+    policy.calibrationSource = calibration;
+    verify = (evaluator) => {
+      const identity = evaluator.identity(job.model);
+      if (file.identity === identity) return;
       const why = file.identity === null ? "names no model identity (its answers had no usage file beside them)" : `was fitted for ${file.identity}`;
       if (!args["force-calibration"]) {
         throw new UsageError(`${calibration} ${why}, but this run's model is ${identity}; calibrate on this model's answers, or pass --force-calibration to apply it anyway`);
       }
       logger.warn({ calibration, fitted_for: file.identity, model: identity }, `applying a calibration that ${why} (--force-calibration)`);
-    }
-    policy.calibration = calibrationFor(file, calibration, job.questions, questionLabels);
-    policy.calibrationSource = calibration;
+    };
   }
   const below = args["review-below"] ?? job.review_below;
   const auditText = args["audit-sample"] ?? job.audit_sample;
@@ -133,7 +163,7 @@ function outputPolicy(args: RunArgs, job: Job, evaluator: Evaluator, sidecar: st
     policy.review = { policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: args["audit-seed"] }, target: target(reviewFile) };
     policy.reviewFile = reviewFile;
   }
-  return policy;
+  return { policy, verify };
 }
 
 /** The journal's default place: beside a path output, else in .typed-eval/ under a name unique to the job. */
@@ -159,13 +189,13 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
       .option("journal", { type: "string", describe: "the resumable run state (default: <output>.journal)" })
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
-      .option("max-retries", { type: "number", default: 6, describe: "retries per record on 408, 429, 5xx and network errors" })
-      .option("max-failures-in-a-row", { type: "number", default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" })
+      .option("max-retries", numeric("max-retries", { integer: true, min: 0, max: 100 }, { default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }))
+      .option("max-failures-in-a-row", numeric("max-failures-in-a-row", { integer: true, min: 1 }, { default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" }))
       .option("calibration", { type: "string", describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers" })
       .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
-      .option("review-below", { type: "number", describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" })
+      .option("review-below", numeric("review-below", { min: 0, max: 1 }, { describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" }))
       .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
-      .option("audit-seed", { type: "number", default: 1, describe: "seed of the audit sample: the same seed picks the same records" })
+      .option("audit-seed", numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }))
       .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" }),
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
@@ -176,21 +206,35 @@ export const runCommand: CommandModule<object, RunArgs> = {
     setFlagsFromString("--optimize-for-size");
     const logger = createLogger();
     try {
-      const { job, shard, source, evaluator, price, concurrency } = await prepareJob(args, logger);
+      // Where everything goes, checked before a model is loaded or downloaded.
+      if (isStdin(args.input)) args.input = "-";
+      if (args.output === "") args.output = "-";
+      const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv)(\.gz)?$/i, "");
+      const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
+      const sidecar = output === "-" ? "typed-eval" : output;
+      const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
+      const journalPath = args.journal ?? defaultJournal(args, output);
+      if (!args["dry-run"]) {
+        if (output !== "-" && !isS3(output)) folderFor(output, "--output");
+        if (!isS3(errorsPath)) folderFor(errorsPath, "--errors");
+        folderFor(journalPath, "--journal");
+      }
+      const job = readJob(args);
+      const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
+      const shaping = args["dry-run"] ? undefined : outputPolicy(args, job, sidecar, answersFormat, logger);
+      const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job);
+      try {
+        shaping?.verify(evaluator);
+      } catch (error) {
+        await evaluator.close();
+        throw error;
+      }
       if (args["dry-run"]) {
         const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });
         process.stdout.write(`${describeEstimate(estimate)}\n`);
         await evaluator.close();
         return;
       }
-      if (args.output === "") args.output = "-";
-      const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv)(\.gz)?$/i, "");
-      const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
-      if (output !== "-" && !isS3(output)) mkdirSync(dirname(resolve(output)), { recursive: true });
-      const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
-      const sidecar = output === "-" ? "typed-eval" : output;
-      const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
-      const journalPath = args.journal ?? defaultJournal(args, output);
       const bar = process.stderr.isTTY ? progressBar("records", "bytes") : undefined;
       let lastLog = 0;
       const result = await runJob({
@@ -202,7 +246,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         answers: { target: target(output), format: answersFormat },
         errors: target(errorsPath),
         usage: output === "-" ? undefined : target(`${output}.usage.json`),
-        output: outputPolicy(args, job, evaluator, sidecar, answersFormat, logger),
+        output: shaping?.policy,
         limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps, concurrency }),
         concurrency,
         shard,

@@ -7,6 +7,7 @@ import { ModelRegistry } from "../models/registry.js";
 import { AccountStore } from "../server/accounts.js";
 import { startServer } from "../server/serve.js";
 import { EXIT } from "./exit.js";
+import { numeric } from "./checks.js";
 import { withModelOptions, type ModelArgs } from "./model-options.js";
 import { accountsFileOption } from "./keys.js";
 import { progressBar } from "./progress.js";
@@ -30,12 +31,12 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     withModelOptions(
       accountsFileOption(y)
         .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
-        .option("port", { type: "number", default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" })
+        .option("port", numeric("port", { integer: true, min: 0, max: 65535 }, { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" }))
         .option("models", { type: "array", string: true, default: [] as string[], describe: "models to serve (names, aliases or versioned ids); default: --model" })
-        .option("max-queue", { type: "number", default: 64, describe: "requests in progress beyond which new ones get 529" })
-        .option("body-limit", { type: "number", default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" })
-        .option("shutdown-grace", { type: "number", default: 30_000, describe: "ms SIGTERM waits for in-flight requests" })
-        .option("sequences", { type: "number", describe: "requests a local model evaluates at once (default 4)" }),
+        .option("max-queue", numeric("max-queue", { integer: true, min: 1 }, { default: 64, describe: "requests in progress beyond which new ones get 529" }))
+        .option("body-limit", numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }))
+        .option("shutdown-grace", numeric("shutdown-grace", { min: 0 }, { default: 30_000, describe: "ms SIGTERM waits for in-flight requests" }))
+        .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" })),
     ),
   handler: async (args) => {
     const logger = createLogger();

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { CommandModule } from "yargs";
 import { isSummary, mergeSummaries, type UsageSummary } from "../runner/usage.js";
 import { EXIT } from "./exit.js";
+import { numeric } from "./checks.js";
 
 interface UsageArgs {
   files: string[];
@@ -16,7 +17,7 @@ export const usageCommand: CommandModule<object, UsageArgs> = {
   builder: (y) =>
     y
       .positional("files", { type: "string", array: true, demandOption: true, describe: "usage summary files" })
-      .option("project", { type: "number", describe: "project the cost of this many records from what these runs used" })
+      .option("project", numeric("project", { min: 0 }, { describe: "project the cost of this many records from what these runs used" }))
       .option("json", { type: "boolean", default: false, describe: "print JSON" }),
   handler: (args) => {
     const summaries: UsageSummary[] = [];

@@ -57,7 +57,7 @@ export async function pullModel(entry: ModelEntry, dest: string, options: PullOp
     response = await fetch(url, { headers, redirect: "follow", ...(options.signal ? { signal: options.signal } : {}) });
   } catch (error) {
     throw new DownloadError(
-      `cannot reach ${url}: ${(error as Error).message}. Offline? Copy the file to ${dest}, or pass --model-path (or TYPED_EVAL_MODEL_PATH) to a local GGUF.`,
+      `cannot reach ${url}: ${(error as Error).message}. Offline? Copy the file to ${dest}, or pass --model-path (or TYPED_EVAL_MODEL_PATH; make eval MODEL_PATH=...) to a local GGUF. Behind a mirror? Set HF_ENDPOINT.`,
     );
   }
   if (response.status === 416 || (have > 0 && response.status === 200)) {

@@ -66,7 +66,7 @@ export interface RunOptions {
   logger: Logger;
   onProgress?: (progress: RunProgress) => void;
   /** Calibration, review routing and CSV options applied when the outputs are written. */
-  output?: OutputPolicy & { calibrationSource?: string | undefined; reviewFile?: string | undefined };
+  output?: (OutputPolicy & { calibrationSource?: string | undefined; reviewFile?: string | undefined }) | undefined;
 }
 
 export interface RunResult {

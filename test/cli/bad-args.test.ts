@@ -1,0 +1,78 @@
+/**
+ * Every command with each kind of bad argument: exit 2, one line naming what
+ * is wrong, never a stack trace, and nothing loaded or written first.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import pLimit from "p-limit";
+import { describe, expect, it } from "vitest";
+import { runCli } from "../support/cli.js";
+
+const dir = mkdtempSync(join(tmpdir(), "te-badargs-"));
+const job = resolve("jobs/support-triage.json");
+const data = resolve("examples/data/tickets.jsonl");
+const aFile = join(dir, "a-file");
+writeFileSync(aFile, "not a folder");
+writeFileSync(join(dir, "answers.jsonl"), `${JSON.stringify({ id: "T-1000", answers: { wants_refund: { type: "noul", noul: 0.2 } } })}\n`);
+// No model file anywhere: a command that got past its checks would try to download and fail differently.
+const env = { ...process.env, TYPED_EVAL_MODEL_PATH: undefined, TYPED_EVAL_MODELS_DIR: join(dir, "models"), HF_ENDPOINT: "http://127.0.0.1:9", TYPED_EVAL_BASE_URL: undefined };
+
+const cases: [string[], RegExp][] = [
+  [["run", data, "--job", job, "--rpm", "abc"], /--rpm takes a number above 0/],
+  [["run", data, "--job", job, "--tps", "-5"], /--tps takes a number above 0, not -5/],
+  [["run", data, "--job", job, "--concurrency", "0"], /--concurrency takes a whole number from 1 to 10000, not 0/],
+  [["run", data, "--job", job, "--concurrency", "2.5"], /--concurrency takes a whole number/],
+  [["run", data, "--job", job, "--timeout", "0"], /--timeout takes a number above 0/],
+  [["run", data, "--job", job, "--max-retries", "-1"], /--max-retries takes a whole number from 0 to 100/],
+  [["run", data, "--job", job, "--max-failures-in-a-row", "0"], /--max-failures-in-a-row/],
+  [["run", data, "--job", job, "--price", "-1"], /--price takes a number of at least 0/],
+  [["run", data, "--job", job, "--shard", "1of3"], /--shard takes i\/n .*not "1of3"/],
+  [["run", data, "--job", job, "--shard", "0/3"], /--shard takes i\/n/],
+  [["run", data, "--job", job, "--shard", "4/3"], /--shard takes i\/n/],
+  [["run", data, "--job", job, "-o", join(aFile, "out.csv")], /cannot write --output .*a-file is a file, not a folder/],
+  [["run", data, "--job", job, "--journal", join(aFile, "j")], /cannot write --journal/],
+  [["run", data, "--job", job, "--base-url", ""], /--base-url is empty/],
+  [["run", data, "--job", job, "--base-url", "ftp://host"], /--base-url takes an http/],
+  [["run", data, "--job", job, "--review-below", "2"], /--review-below takes a number from 0 to 1/],
+  [["run", data, "--job", job, "--audit-sample", "lots"], /--audit-sample takes a share/],
+  [["run", data, "--job", job, "--calibration", join(dir, "none.json")], /cannot read calibration/],
+  [["run", data, "--job", job, "--output-format", "xml"], /Invalid values:[\s\S]*output-format/],
+  [["run", data, "--job", job, "-o", "a.jsonl", "-o", "b.jsonl"], /--output is given 2 times/],
+  [["run", data, "--job", job, "--threads", "0"], /--threads takes a whole number from 1/],
+  [["run", data, "--job", job, "--context-size", "ten"], /--context-size takes a whole number/],
+  [["run", data], /Missing required argument: job/],
+  [["estimate", data, "--job", job, "--rpm", "0"], /--rpm takes a number above 0/],
+  [["estimate", join(dir, "missing.jsonl"), "--job", job], /cannot read input/],
+  [["usage", job], /is not a typed-eval usage summary/],
+  [["usage", job, "--project", "-3"], /--project takes a number of at least 0/],
+  [["ask", "-q", job, "--state", join(dir, "missing.txt")], /cannot read the state .*no such file/],
+  [["ask", "-q", job, "--threads", "-2"], /--threads/],
+  [["serve", "--port", "99999"], /--port takes a whole number from 0 to 65535/],
+  [["serve", "--max-queue", "0"], /--max-queue/],
+  [["keys", "create", "--account", ""], /--account takes a name/],
+  [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv")], /cannot read gold/],
+  [["assess", join(dir, "answers.jsonl"), "--gold", data, "--bootstrap", "-1"], /--bootstrap takes a whole number from 0/],
+  [["assess", join(dir, "answers.jsonl"), "--gold", data, "--fail-if", "nonsense"], /--fail-if: cannot read "nonsense"/],
+  [["calibrate", join(dir, "answers.jsonl"), "-o", join(dir, "c.json")], /fits on gold labels: pass --gold/],
+  [["calibrate", join(dir, "answers.jsonl"), "--gold", data, "-o", join(dir, "c.json"), "--folds", "1"], /--folds takes a whole number from 2 to 100/],
+  [["thresholds", join(dir, "answers.jsonl"), "--gold", data, "--target-accuracy", "0"], /--target-accuracy takes a number above 0/],
+  [["report", join(dir, "missing.jsonl")], /cannot read answers/],
+  [["models", "pull", "no-such-model"], /unknown model "no-such-model"/],
+  [["validate", join(dir, "missing.json")], /no such file/],
+];
+
+describe("bad arguments", () => {
+  it(`each of ${cases.length} mistakes exits 2 with one clear line and no stack trace`, async () => {
+    const limit = pLimit(4);
+    const results = await Promise.all(cases.map(([args]) => limit(() => runCli(args, { cwd: dir, env }))));
+    results.forEach((r, i) => {
+      const [args, message] = cases[i]!;
+      const label = args.join(" ");
+      expect(r.stderr, label).toMatch(message);
+      expect(r.code, `${label}\n${r.stderr}`).toBe(2);
+      expect(r.stderr, label).not.toMatch(/\n\s+at /);
+      expect(r.stderr, label).not.toMatch(/downloading|cannot reach/);
+    });
+  }, 120_000);
+});
