@@ -196,6 +196,8 @@ async function* csvItems(stream: Readable, source: string, firstSeq: number): As
       relax_quotes: true,
       skip_empty_lines: true,
       info: true,
+      // The record's text, to find the line it starts on (csv-parse reports where it ends).
+      raw: true,
       max_record_size: MAX_RECORD_BYTES,
       // A broken record becomes an error row; the records around it are still read.
       skip_records_with_error: true,
@@ -222,10 +224,13 @@ async function* csvItems(stream: Readable, source: string, firstSeq: number): As
       yield { seq: seq++, line: bad.from, source, error: `CSV error in the record at line ${bad.from}${span}: ${bad.message}` };
     }
   };
+  let drift = 0;
   try {
-    for await (const row of parser as AsyncIterable<{ record: Record<string, string>; info: { lines: number } }>) {
+    for await (const row of parser as AsyncIterable<{ record: Record<string, string>; info: { lines: number }; raw: string }>) {
+      const { start, crlf } = startLine(row.raw, row.info.lines - drift);
       yield* drainSkipped(row.info.lines);
-      yield { seq: seq++, line: row.info.lines, source, record: row.record };
+      yield { seq: seq++, line: start, source, record: row.record };
+      drift += crlf;
     }
     yield* drainSkipped(Number.POSITIVE_INFINITY);
   } catch (error) {
@@ -233,6 +238,19 @@ async function* csvItems(stream: Readable, source: string, firstSeq: number): As
     const e = error as Error & { lines?: number };
     throw new SourceError(`${source}: CSV error${e.lines ? ` at line ${e.lines}` : ""}: ${e.message}`);
   }
+}
+
+/**
+ * The line a CSV record starts on, from its raw text and the line csv-parse
+ * says it ends on. csv-parse counts a CRLF inside quotes as two lines, so
+ * `end` has the earlier records' extra counts removed, and `crlf` is this
+ * record's, for the records after it.
+ */
+export function startLine(raw: string, end: number): { start: number; crlf: number } {
+  const body = raw.replace(/^[\r\n]+/, "").replace(/(\r\n|\n|\r)$/, "");
+  const crlf = body.split("\r\n").length - 1;
+  const breaks = (body.match(/\r\n|\n|\r/g) ?? []).length;
+  return { start: end - crlf - breaks, crlf };
 }
 
 /** Records of one byte stream. */

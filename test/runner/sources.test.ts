@@ -68,3 +68,21 @@ describe("firstInvalidUtf8", () => {
     expect(firstInvalidUtf8(Buffer.from([0x61, 0xe2, 0x82]))).toBe(1);
   });
 });
+
+describe("CSV record lines", () => {
+  async function lines(text: string): Promise<[number, string][]> {
+    const { Readable } = await import("node:stream");
+    const { itemsOf } = await import("../../src/runner/sources.js");
+    const out: [number, string][] = [];
+    for await (const item of itemsOf(Readable.from([Buffer.from(text)]), "csv", "t.csv")) out.push([item.line, "record" in item ? JSON.stringify(item.record) : item.error]);
+    return out;
+  }
+
+  it("name the line a record starts on, with quoted newlines and empty lines before it", async () => {
+    expect((await lines('a,b\n1,2\n\n3,"x\ny\nz"\n4,5\n')).map(([l]) => l)).toEqual([2, 4, 7]);
+  });
+
+  it("count a CRLF inside quotes as one line, for this record and the ones after it", async () => {
+    expect((await lines('a,b\r\n1,2\r\n3,"x\r\ny"\r\n4,5\r\n')).map(([l]) => l)).toEqual([2, 3, 5]);
+  });
+});
