@@ -40,6 +40,9 @@ const JobSchema = Type.Object(
 
 export type Job = Static<typeof JobSchema> & { model: string };
 
+/** Columns every CSV output and review file has besides kept fields and answers. */
+export const BUILT_IN_COLUMNS = ["id", "line", "source", "model", "input_tokens", "output_tokens", "dedup_of", "review_reason", "audit"];
+
 export class JobError extends Error {
   override name = "JobError";
 }
@@ -64,6 +67,13 @@ export function parseJob(json: unknown, origin: string): Job {
     // The questions must also make a valid request (the same checks the API applies).
     const probe = validateRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
+    const keep = result.value.keep ?? [];
+    const builtIn = new Set(BUILT_IN_COLUMNS);
+    for (const name of Object.keys(result.value.questions)) for (const suffix of ["noul", "choice", "score", "level", "confidence"]) builtIn.add(`${name}.${suffix}`);
+    keep.forEach((field, i) => {
+      if (keep.indexOf(field) !== i) problems.push(`keep: "${field}" is listed twice`);
+      else if (builtIn.has(field) || /\.(p|raw)\./.test(field)) problems.push(`keep: "${field}" is also a column typed-eval writes in CSV outputs (${BUILT_IN_COLUMNS.join(", ")} and the questions' columns); a row would hold two "${field}" columns`);
+    });
     const audit = result.value.audit_sample;
     if (audit !== undefined && parseShare(audit) === undefined) problems.push(`audit_sample: ${JSON.stringify(audit)} is not a share; write "1%" or 0.01`);
     const review = result.value.review_below;
@@ -96,7 +106,9 @@ export function loadJob(path: string): Job {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw new JobError(`${path} is not valid JSON: ${(error as Error).message}`);
+    // The README's examples carry comments to explain fields; a copied example should say why it fails.
+    const comments = /^\s*\/\/|\/\*|[,{\[]\s*\/\/|"\s*\/\//m.test(text) ? ": comments (// or /* */) are not allowed in JSON job files; remove them" : "";
+    throw new JobError(`${path} is not valid JSON${comments || `: ${(error as Error).message}`}`);
   }
   return parseJob(json, path);
 }

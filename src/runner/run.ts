@@ -4,6 +4,7 @@
  * through the limiter, journal each finished record, then write the outputs
  * and the usage summary from the journal.
  */
+import { setMaxListeners } from "node:events";
 import pLimit from "p-limit";
 import {
   AuthenticationError,
@@ -111,6 +112,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   const { journal, done, runs } = await Journal.open(options.journalPath);
   const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
   const abort = new AbortController();
+  // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
+  setMaxListeners(Math.max(10, options.concurrency * 2 + 10), abort.signal);
   const inFlight = new Map<string, Promise<Outcome>>();
   // Kept as JSON text: a parsed answer graph costs about 7 KB of heap, its text under 1 KB.
   const answered = new Lru<string, { seq: number; json: string }>(options.dedupCache ?? 50_000);

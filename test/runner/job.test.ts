@@ -58,4 +58,21 @@ describe("job files", () => {
     expect(() => parseJob({ questions: q, review_below: 1.5 }, "j")).toThrow(/review_below/);
     expect(() => parseJob({ questions: q, audit_sample: "lots" }, "j")).toThrow(/audit_sample: "lots" is not a share/);
   });
+
+  it("refuse kept fields that would collide with the columns typed-eval writes, or repeat", () => {
+    const q = { urgent: { type: "noul" } };
+    expect(() => parseJob({ questions: q, keep: ["line", "id"] }, "j")).toThrow(/keep: "line" is also a column typed-eval writes[\s\S]*keep: "id" is also a column/);
+    expect(() => parseJob({ questions: q, keep: ["urgent.noul"] }, "j")).toThrow(/keep: "urgent\.noul" is also a column/);
+    expect(() => parseJob({ questions: q, keep: ["tier", "tier"] }, "j")).toThrow(/keep: "tier" is listed twice/);
+    expect(parseJob({ questions: q, keep: ["customer.tier", "lines"] }, "j").keep).toEqual(["customer.tier", "lines"]);
+  });
+
+  it("say that comments are the reason a copied README example is refused", async () => {
+    const { mkdtempSync, writeFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { tmpdir } = await import("node:os");
+    const path = join(mkdtempSync(join(tmpdir(), "te-job-")), "commented.json");
+    writeFileSync(path, '{\n  "state": "ticket",   // a field or dotted path\n  "questions": {"q": {"type": "noul"}}\n}\n');
+    expect(() => loadJob(path)).toThrow(/comments \(\/\/ or \/\* \*\/\) are not allowed in JSON job files; remove them/);
+  });
 });
