@@ -11,6 +11,7 @@ interface AskArgs extends ModelArgs {
   state: string | undefined;
   text: boolean;
   diagnostics: boolean;
+  "print-prompt": boolean;
 }
 
 /** `typed-eval ask`: one request from the command line; prints the response JSON. */
@@ -28,7 +29,8 @@ export const askCommand: CommandModule<object, AskArgs> = {
         })
         .option("state", { alias: "s", type: "string", describe: "state file (JSON, or text with --text); - or omitted for stdin" })
         .option("text", { type: "boolean", default: false, describe: "send the state as text even if it parses as JSON" })
-        .option("diagnostics", { type: "boolean", default: false, describe: "also print each answer's label mass" }),
+        .option("diagnostics", { type: "boolean", default: false, describe: "also print each answer's label mass" })
+        .option("print-prompt", { type: "boolean", default: false, describe: "print the exact text the model reads, instead of answering" }),
     ),
   handler: async (args) => {
     let questions: unknown;
@@ -62,6 +64,14 @@ export const askCommand: CommandModule<object, AskArgs> = {
       return;
     }
     const evaluator = await openModelFromArgs(args);
+    if (args["print-prompt"]) {
+      try {
+        process.stdout.write(evaluator.promptText(checked.value));
+      } finally {
+        await evaluator.close();
+      }
+      return;
+    }
     try {
       const { response, labelMass } = await evaluator.evaluate(checked.value);
       const out = args.diagnostics ? { ...response, diagnostics: { label_mass: labelMass } } : response;

@@ -15,7 +15,8 @@ import { localTarget, type OutputFormat, type OutputTarget } from "../runner/out
 import { parseShare, reviewThresholds } from "../runner/labels.js";
 import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
 import { questionLabels } from "../evaluator/calibration.js";
-import { parseShard, type Shard } from "../runner/records.js";
+import { parseShard, prepareItem, type Shard } from "../runner/records.js";
+import { firstRecords, sampleRecords } from "../runner/selection.js";
 import { runJob, type RunOptions } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
 import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
@@ -39,6 +40,9 @@ export interface JobArgs extends ModelArgs {
   timeout: number;
   shard: string | undefined;
   price: number | undefined;
+  limit: number | undefined;
+  sample: number | undefined;
+  seed: number;
 }
 
 interface RunArgs extends JobArgs {
@@ -55,6 +59,7 @@ interface RunArgs extends JobArgs {
   "audit-sample": string | undefined;
   "audit-seed": number;
   "csv-bom": boolean;
+  "print-prompt": boolean;
 }
 
 /** Options shared by `run` and `estimate`. */
@@ -71,7 +76,11 @@ export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
       .option("concurrency", numeric("concurrency", { integer: true, min: 1, max: 10_000 }, { describe: "requests in flight (default: 4 embedded, 32 remote)" }))
       .option("timeout", numeric("timeout", { above: 0 }, { default: 60, describe: "seconds to wait for a remote answer before the attempt counts as failed" }))
       .option("shard", { type: "string", coerce: shardText, describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
-      .option("price", numeric("price", { min: 0 }, { describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" })),
+      .option("price", numeric("price", { min: 0 }, { describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" }))
+      .option("limit", numeric("limit", { integer: true, min: 1 }, { describe: "only the first N records (try a job before a night's run)" }))
+      .option("sample", numeric("sample", { integer: true, min: 1 }, { describe: "only a random N records, the same for the same --seed (reads the whole input)" }))
+      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of --sample" }))
+      .conflicts("limit", "sample"),
   ) as Argv<T & JobArgs>;
 }
 
@@ -90,11 +99,24 @@ function shardText(value: unknown): string {
 export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args)) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
-  const source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
+  let source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
+  if (args.limit !== undefined) source = firstRecords(source, args.limit);
+  if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
   const { evaluator, entry } = await openEvaluator(args, job, logger);
   const price = args.price ?? entry?.price_per_million_input_tokens ?? 0.042;
   const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
   return { job, shard, format, source, evaluator, price, concurrency };
+}
+
+/** The prompt text of the first record that makes a request (shard and bad records skipped). */
+async function firstPrompt(job: Job, source: Source, evaluator: Evaluator, shard: Shard | undefined): Promise<string> {
+  if (!evaluator.promptText) throw new UsageError("--print-prompt shows the embedded model's prompt; a remote endpoint renders its own");
+  for await (const item of source.items) {
+    const prepared = prepareItem(job, item, shard);
+    if (prepared.kind !== "request") continue;
+    return `# line ${item.line} of ${item.source}, id ${prepared.id}\n${evaluator.promptText(prepared.request)}`;
+  }
+  throw new UsageError(`${source.name} holds no record that makes a request (see typed-eval run without --print-prompt for the reasons)`);
 }
 
 /** The job file, with the --model override. */
@@ -196,7 +218,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option("review-below", numeric("review-below", { min: 0, max: 1 }, { describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" }))
       .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
       .option("audit-seed", numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }))
-      .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" }),
+      .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" })
+      .option("print-prompt", { type: "boolean", default: false, describe: "print the exact text the embedded model reads for the first usable record, and stop" }),
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
     // lets the heap grow with the input before it collects (260 MiB peak at
@@ -214,20 +237,28 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const sidecar = output === "-" ? "typed-eval" : output;
       const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
       const journalPath = args.journal ?? defaultJournal(args, output);
-      if (!args["dry-run"]) {
+      if (!args["dry-run"] && !args["print-prompt"]) {
         if (output !== "-" && !isS3(output)) folderFor(output, "--output");
         if (!isS3(errorsPath)) folderFor(errorsPath, "--errors");
         folderFor(journalPath, "--journal");
       }
       const job = readJob(args);
       const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
-      const shaping = args["dry-run"] ? undefined : outputPolicy(args, job, sidecar, answersFormat, logger);
+      const shaping = args["dry-run"] || args["print-prompt"] ? undefined : outputPolicy(args, job, sidecar, answersFormat, logger);
       const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job);
       try {
         shaping?.verify(evaluator);
       } catch (error) {
         await evaluator.close();
         throw error;
+      }
+      if (args["print-prompt"]) {
+        try {
+          process.stdout.write(await firstPrompt(job, source, evaluator, shard));
+        } finally {
+          await evaluator.close();
+        }
+        return;
       }
       if (args["dry-run"]) {
         const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });

@@ -33,6 +33,13 @@ export interface Evaluator {
    * run keeps a record's answer only when it was made by the same identity.
    */
   identity(model: string): string;
+  /**
+   * The exact text the model reads for a request: the shared prefix, then
+   * each question's suffix up to the answer position. Only evaluators that
+   * render prompts themselves (embedded models) have it; a remote endpoint
+   * renders its own.
+   */
+  promptText?(request: SystemOneRequest): string;
   /** The names this evaluator accepts in `model`, for listings. */
   models(): ModelMetadata[];
   close(): Promise<void>;

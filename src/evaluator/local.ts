@@ -71,6 +71,17 @@ export class LocalEvaluator implements Evaluator {
     return single ? sequences : sequences.map((s) => [...s, ...this.terminator]);
   }
 
+  promptText(request: SystemOneRequest): string {
+    const text = (segments: readonly Segment[]) => segments.map((s) => s.text).join("");
+    const prefix = renderPrefix(this.config.template, request.state);
+    const parts = [`=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`, text(prefix)];
+    for (const [name, question] of Object.entries(request.questions)) {
+      const rendered = renderQuestion(this.config.template, question);
+      parts.push(`=== question "${name}": ${this.tokens(rendered.suffix).length} tokens; the answer is read at the end, over the labels ${rendered.labels.join(", ")} ===`, text(rendered.suffix));
+    }
+    return `${parts.join("\n")}\n`;
+  }
+
   estimateInputTokens(request: SystemOneRequest): number {
     const prepared = this.prepare(request);
     this.prepared.set(request, prepared);

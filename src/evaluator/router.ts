@@ -9,6 +9,14 @@ export interface Route {
   evaluator: Evaluator;
 }
 
+/** Asked for the prompt of a model whose prompt is rendered elsewhere (a remote endpoint). */
+export class PromptUnavailableError extends Error {
+  override name = "PromptUnavailableError";
+  constructor(model: string) {
+    super(`model ${model} is served by a remote endpoint, which renders its own prompt: --print-prompt shows embedded models' prompts only`);
+  }
+}
+
 export class ModelRouter implements Evaluator {
   private readonly byName = new Map<string, Evaluator>();
   private readonly evaluators: Evaluator[];
@@ -57,6 +65,12 @@ export class ModelRouter implements Evaluator {
 
   identity(model: string): string {
     return this.route(model).identity(model);
+  }
+
+  promptText(request: SystemOneRequest): string {
+    const evaluator = this.route(request.model);
+    if (!evaluator.promptText) throw new PromptUnavailableError(request.model);
+    return evaluator.promptText(request);
   }
 
   estimateInputTokens(request: SystemOneRequest): number {

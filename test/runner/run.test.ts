@@ -252,3 +252,35 @@ describe("resume after kill -9", () => {
     expect(summary.requests.sent - n).toBeLessThanOrEqual(8);
   }, 180_000);
 });
+
+describe("quick iteration", () => {
+  it("tries a job on the first N records, or a reproducible random N, and prints the exact prompt of one record", () => {
+    const input = file("trial.jsonl", `${tickets(30).join("\n")}\n`);
+    const limited = join(dir, "trial-limit.jsonl");
+    expect(cli(["run", input, "--job", jobPath(), "-o", limited, "--limit", "3"]).code).toBe(0);
+    expect(rows(limited).map((r) => r.id)).toEqual(["T0", "T1", "T2"]);
+    const sample = (seed: string, name: string) => {
+      const out = join(dir, name);
+      expect(cli(["run", input, "--job", jobPath(), "-o", out, "--sample", "5", "--seed", seed]).code).toBe(0);
+      return rows(out).map((r) => r.id);
+    };
+    const a = sample("3", "s1.jsonl");
+    expect(a).toHaveLength(5);
+    expect(sample("3", "s2.jsonl")).toEqual(a);
+    expect(sample("4", "s3.jsonl")).not.toEqual(a);
+    // A full run afterwards resumes what the trial answered.
+    const full = cli(["run", input, "--job", jobPath(), "-o", limited]);
+    expect(full.stderr).toMatch(/3 from an earlier run/);
+
+    const prompt = cli(["run", input, "--job", jobPath(), "--print-prompt"]);
+    expect(prompt.code).toBe(0);
+    expect(prompt.stdout).toMatch(/^# line 1 of .*trial\.jsonl, id T0/);
+    expect(prompt.stdout).toContain("Ticket number 0: my parcel is late.");
+    expect(prompt.stdout).toContain("Question: Is it urgent?");
+    expect(prompt.stdout).toMatch(/=== question "team".*labels A, B ===\nQuestion: Which option fits the data best\?\nOptions:\nA\) shipping\nB\) billing/);
+    const asked = spawnSync(process.execPath, [BIN, "ask", "-q", jobPath(), "--print-prompt", "--text"], { input: "My parcel is late.", encoding: "utf8", env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath } });
+    expect(asked.status).toBe(0);
+    expect(asked.stdout).toContain("<data>\nMy parcel is late.\n</data>");
+    expect(cli(["run", input, "--job", jobPath(), "--limit", "2", "--sample", "2"]).code).toBe(2);
+  });
+});
