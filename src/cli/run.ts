@@ -278,6 +278,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         errors: target(errorsPath),
         usage: output === "-" ? undefined : target(`${output}.usage.json`),
         output: shaping?.policy,
+        inputId: args.input === "-" ? "stdin" : isS3(args.input) ? args.input : resolve(args.input),
         limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps, concurrency }),
         concurrency,
         shard,

@@ -39,7 +39,11 @@ export interface ErrorEntry {
   message: string;
 }
 
-/** Counters of one run (one invocation), appended when it ends. */
+/**
+ * What a run spent since its previous entry: appended every few seconds and
+ * when it ends, so a killed run loses at most the last few seconds of its
+ * counts. Every entry of one invocation has the same `started`.
+ */
 export interface RunEntry {
   k: "run";
   started: string;
@@ -52,7 +56,18 @@ export interface RunEntry {
   wasted_input_tokens: number;
 }
 
-export type Entry = AnswerEntry | ErrorEntry | RunEntry;
+/** The input a journal belongs to, written first; a run on another input is refused. */
+export interface InputEntry {
+  k: "input";
+  input: string;
+}
+
+export type Entry = AnswerEntry | ErrorEntry | RunEntry | InputEntry;
+
+/** The journal holds another input's records. */
+export class JournalMismatchError extends Error {
+  override name = "JournalMismatchError";
+}
 
 /**
  * Which records are done: seq -> the request hash prefix it was answered for.
@@ -107,17 +122,27 @@ export class Journal {
    * Opens (or creates) a journal, dropping a half-written last line left by a
    * crash, and returns what earlier runs finished.
    */
-  static async open(path: string): Promise<{ journal: Journal; done: DoneIndex; runs: RunEntry[] }> {
+  static async open(path: string, input?: string): Promise<{ journal: Journal; done: DoneIndex; runs: RunEntry[] }> {
     const done = new DoneIndex();
     const runs: RunEntry[] = [];
-    if (existsSync(path)) {
+    let belongs: string | undefined;
+    const existed = existsSync(path) && statSync(path).size > 0;
+    if (existed) {
       repairTail(path);
       for await (const entry of readJournal(path)) {
         if (entry.k === "answer") done.add(entry.seq, entry.h);
         else if (entry.k === "run") runs.push(entry);
+        else if (entry.k === "input") belongs ??= entry.input;
       }
     }
-    return { journal: new Journal(path, openSync(path, "a")), done, runs };
+    if (input !== undefined && belongs !== undefined && belongs !== input) {
+      throw new JournalMismatchError(
+        `the journal ${path} holds the records of ${belongs}, not of ${input}: rerun with that input to resume it, pass --journal (or -o) to start another, or delete it to start over`,
+      );
+    }
+    const journal = new Journal(path, openSync(path, "a"));
+    if (input !== undefined && belongs === undefined) journal.append({ k: "input", input });
+    return { journal, done, runs };
   }
 
   append(entry: Entry): void {

@@ -29,6 +29,9 @@ import { prepareItem, type Shard } from "./records.js";
 import { SourceError, type Source, type SourceItem } from "./sources.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
 
+/** How often a run journals what it has spent: a kill -9 loses at most this much of its request and time counts. */
+export const SPEND_INTERVAL_MS = 2000;
+
 export interface RunProgress {
   read: number;
   answered: number;
@@ -66,6 +69,8 @@ export interface RunOptions {
   maxFailuresInARow?: number;
   logger: Logger;
   onProgress?: (progress: RunProgress) => void;
+  /** The input the journal belongs to (a resolved path, an S3 location, "stdin"); a journal of another input is refused. */
+  inputId?: string | undefined;
   /** Calibration, review routing and CSV options applied when the outputs are written. */
   output?: (OutputPolicy & { calibrationSource?: string | undefined; reviewFile?: string | undefined }) | undefined;
 }
@@ -109,7 +114,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   // Part of every record's done key: a rerun on other weights or another endpoint answers again.
   const identity = evaluator.identity(job.model);
   const started = Date.now();
-  const { journal, done, runs } = await Journal.open(options.journalPath);
+  const { journal, done, runs } = await Journal.open(options.journalPath, options.inputId);
   const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
   const abort = new AbortController();
   // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
@@ -243,7 +248,25 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   let aborted: string | undefined;
   let badInput = false;
   const tasks = new Set<Promise<void>>();
+  // What this run spent, journaled as it goes: a killed run's requests and time are not lost.
+  const spent = { at: started, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+  const journalSpending = (final = false) => {
+    const now = Date.now();
+    if (!final && stats.requests === spent.requests) return;
+    journal.append({
+      k: "run",
+      started: new Date(started).toISOString(),
+      seconds: (now - spent.at) / 1000,
+      requests: stats.requests - spent.requests,
+      retries: stats.retries - spent.retries,
+      rate_limited: stats.rateLimited - spent.rateLimited,
+      overloaded: stats.overloaded - spent.overloaded,
+      wasted_input_tokens: stats.wastedInput - spent.wastedInput,
+    });
+    Object.assign(spent, { at: now, requests: stats.requests, retries: stats.retries, rateLimited: stats.rateLimited, overloaded: stats.overloaded, wastedInput: stats.wastedInput });
+  };
   const timer = setInterval(report, 500);
+  const spendTimer = setInterval(() => journalSpending(), SPEND_INTERVAL_MS);
   try {
     for await (const item of source.items) {
       if (aborted) break;
@@ -274,20 +297,12 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     await Promise.allSettled(tasks);
   } finally {
     clearInterval(timer);
+    clearInterval(spendTimer);
     report();
   }
 
   const seconds = (Date.now() - started) / 1000;
-  journal.append({
-    k: "run",
-    started: new Date(started).toISOString(),
-    seconds,
-    requests: stats.requests,
-    retries: stats.retries,
-    rate_limited: stats.rateLimited,
-    overloaded: stats.overloaded,
-    wasted_input_tokens: stats.wastedInput,
-  });
+  journalSpending(true);
   journal.close();
   await limiter.stop();
 
@@ -299,6 +314,14 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   summary.records.read = stats.read;
   summary.records.resumed = stats.resumed;
   summary.records.other_shards = stats.otherShards;
+  summary.this_run = {
+    started: new Date(started).toISOString(),
+    seconds,
+    records: { read: stats.read, answered: stats.answered, failed: stats.failed, resumed: stats.resumed },
+    requests: { sent: stats.requests, retries: stats.retries, rate_limited: stats.rateLimited, overloaded: stats.overloaded },
+    tokens: { input: stats.inputTokens, wasted_input: stats.wastedInput },
+    cost_usd: costOf(stats.inputTokens + stats.wastedInput, options.pricePerMillion),
+  };
   for (const run of [...runs, { seconds, requests: stats.requests, retries: stats.retries, rate_limited: stats.rateLimited, overloaded: stats.overloaded, wasted_input_tokens: stats.wastedInput }]) {
     summary.requests.sent += run.requests;
     summary.requests.retries += run.retries;

@@ -32,6 +32,19 @@ export interface UsageSummary {
   tokens_per_second: number;
   /** The calibration applied to the answers, and how far it moved each question's mean label distribution (total variation). */
   calibration?: { source: string; questions: Record<string, { method: string; temperature: number; bias: number[]; moved: number }> };
+  /**
+   * This invocation alone. The other figures cover every run of this output
+   * (its journal): records answered and tokens are the output's, requests and
+   * seconds those of every run, killed ones included.
+   */
+  this_run?: {
+    started: string;
+    seconds: number;
+    records: { read: number; answered: number; failed: number; resumed: number };
+    requests: { sent: number; retries: number; rate_limited: number; overloaded: number };
+    tokens: { input: number; wasted_input: number };
+    cost_usd: number;
+  };
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
 }
@@ -70,17 +83,19 @@ function money(usd: number): string {
   return usd < 0.01 ? `$${usd.toFixed(6)}` : `$${usd.toFixed(2)}`;
 }
 
-/** One line for people at the end of a run. */
+/** Lines for people at the end of a run: what this run did, then the output's totals over every run. */
 export function describe(s: UsageSummary): string {
   const r = s.records;
-  return (
-    `${r.read.toLocaleString("en-US")} records: ${r.answered.toLocaleString("en-US")} answered` +
+  const n = (x: number) => x.toLocaleString("en-US");
+  const requests = (q: UsageSummary["requests"]) => `${n(q.sent)} requests (${q.retries} retries, ${q.rate_limited} rate-limited 429, ${q.overloaded} overloaded 529)`;
+  const head =
+    `${n(r.read)} records: ${n(r.answered)} answered` +
     ` (${r.deduplicated} deduplicated, ${r.resumed} from an earlier run), ${r.failed} failed` +
-    (r.other_shards ? `, ${r.other_shards} left to other shards` : "") +
-    `; ${s.requests.sent} requests (${s.requests.retries} retries, ${s.requests.rate_limited} rate-limited)` +
-    `; ${s.tokens.input.toLocaleString("en-US")} input tokens; ${money(s.cost_usd)}` +
-    `; ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`
-  );
+    (r.other_shards ? `, ${r.other_shards} left to other shards` : "");
+  const t = s.this_run;
+  const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s` : undefined;
+  const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`;
+  return [head, ...(now ? [now] : []), all].join("\n");
 }
 
 /** Whether JSON is a usage summary. */

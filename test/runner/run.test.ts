@@ -226,8 +226,9 @@ describe("resume after kill -9", () => {
     const journal = `${out}.journal`;
     await new Promise<void>((resolve, reject) => {
       const timer = setInterval(() => {
-        const lines = existsSync(journal) ? readFileSync(journal, "utf8").split("\n").length : 0;
-        if (lines > 60) {
+        const text = existsSync(journal) ? readFileSync(journal, "utf8") : "";
+        // Once a good share of records is journaled, and what the run spent so far.
+        if (text.split("\n").length > 60 && text.includes('"k":"run"')) {
           clearInterval(timer);
           child.kill("SIGKILL");
           resolve();
@@ -240,7 +241,7 @@ describe("resume after kill -9", () => {
     });
     await new Promise((resolve) => child.on("exit", resolve));
     expect(existsSync(out)).toBe(false); // no output left looking complete
-    const before = readFileSync(journal, "utf8").split("\n").filter(Boolean).length;
+    const before = readFileSync(journal, "utf8").split("\n").filter((l) => l.includes('"k":"answer"')).length;
     const rerun = cli(["run", input, "--job", jobPath(), "-o", out]);
     expect(rerun.code).toBe(0);
     const answers = rows(out);
@@ -250,7 +251,35 @@ describe("resume after kill -9", () => {
     expect(summary.records.resumed).toBeGreaterThanOrEqual(before - 1);
     // Paid twice: at most the records in flight when killed (4 sequences, 8 in hand).
     expect(summary.requests.sent - n).toBeLessThanOrEqual(8);
+    // The killed run's requests count in the output's totals (journaled as they happen, every 2 s),
+    // and this run's figures are its own.
+    expect(summary.this_run!.requests.sent).toBe(n - summary.records.resumed);
+    expect(summary.requests.sent).toBeGreaterThan(summary.this_run!.requests.sent);
+    expect(summary.requests.sent).toBeGreaterThanOrEqual(n - 60);
   }, 180_000);
+});
+
+describe("usage figures", () => {
+  it("say what this run did apart from the output's totals, and a journal serves one input only", () => {
+    const a = file("u1.jsonl", `${tickets(5).join("\n")}\n`);
+    const b = file("u2.jsonl", `${tickets(5, 100).join("\n")}\n`);
+    const out = join(dir, "u.out.jsonl");
+    expect(cli(["run", a, "--job", jobPath(), "-o", out]).code).toBe(0);
+    const again = cli(["run", a, "--job", jobPath(), "-o", out]);
+    expect(again.stderr).toMatch(/this run: 0 requests/);
+    expect(again.stderr).toMatch(/all runs of this output: 5 requests/);
+    expect(usage(out).this_run!.requests.sent).toBe(0);
+    const other = cli(["run", b, "--job", jobPath(), "-o", out]);
+    expect(other.code).toBe(2);
+    expect(other.stderr).toMatch(/the journal .*u\.out\.jsonl\.journal holds the records of .*u1\.jsonl, not of .*u2\.jsonl/);
+    // Two different stdin runs share the default stdin journal: each run's own figures are apart.
+    cli(["run", "-", "--job", jobPath(), "-o", join(dir, "stdin.jsonl"), "--journal", join(dir, "stdin.journal")], tickets(5, 200).join("\n"));
+    const second = cli(["run", "-", "--job", jobPath(), "-o", join(dir, "stdin.jsonl"), "--journal", join(dir, "stdin.journal")], tickets(5, 300).join("\n"));
+    expect(second.code).toBe(0);
+    const s = usage(join(dir, "stdin.jsonl"));
+    expect(s.this_run!.requests.sent).toBe(5);
+    expect(s.requests.sent).toBe(10);
+  });
 });
 
 describe("quick iteration", () => {
