@@ -56,13 +56,24 @@ export interface RunEntry {
   wasted_input_tokens: number;
 }
 
+/**
+ * Kept fields re-read from the input for a record answered by an earlier run
+ * whose job kept other fields: the output holds what the current job keeps,
+ * without asking the model again.
+ */
+export interface KeepEntry {
+  k: "keep";
+  seq: number;
+  keep: Record<string, unknown>;
+}
+
 /** The input a journal belongs to, written first; a run on another input is refused. */
 export interface InputEntry {
   k: "input";
   input: string;
 }
 
-export type Entry = AnswerEntry | ErrorEntry | RunEntry | InputEntry;
+export type Entry = AnswerEntry | ErrorEntry | RunEntry | InputEntry | KeepEntry;
 
 /** The journal holds another input's records. */
 export class JournalMismatchError extends Error {
@@ -77,6 +88,7 @@ export class DoneIndex {
   private high = new Uint32Array(1024);
   private low = new Uint32Array(1024);
   private present = new Uint8Array(1024);
+  private stale = new Uint8Array(1024);
   size = 0;
 
   private grow(seq: number): void {
@@ -91,6 +103,18 @@ export class DoneIndex {
     this.high = resize(this.high, (n) => new Uint32Array(n));
     this.low = resize(this.low, (n) => new Uint32Array(n));
     this.present = resize(this.present, (n) => new Uint8Array(n));
+    this.stale = resize(this.stale, (n) => new Uint8Array(n));
+  }
+
+  /** Marks whether a record's journaled kept fields are not the ones the current job keeps. */
+  markKeep(seq: number, stale: boolean): void {
+    this.grow(seq);
+    this.stale[seq] = stale ? 1 : 0;
+  }
+
+  /** Whether a done record's kept fields must be read again from the input. */
+  staleKeep(seq: number): boolean {
+    return seq < this.stale.length && this.stale[seq] === 1;
   }
 
   add(seq: number, hash: string): void {
@@ -122,15 +146,24 @@ export class Journal {
    * Opens (or creates) a journal, dropping a half-written last line left by a
    * crash, and returns what earlier runs finished.
    */
-  static async open(path: string, input?: string): Promise<{ journal: Journal; done: DoneIndex; runs: RunEntry[] }> {
+  /**
+   * `keep` is the current job's kept fields: records answered while the job
+   * kept others are marked in `done.staleKeep`, so the run journals their
+   * kept fields anew.
+   */
+  static async open(path: string, input?: string, keep: readonly string[] = []): Promise<{ journal: Journal; done: DoneIndex; runs: RunEntry[] }> {
     const done = new DoneIndex();
+    const wanted = JSON.stringify(keep);
     const runs: RunEntry[] = [];
     let belongs: string | undefined;
     const existed = existsSync(path) && statSync(path).size > 0;
     if (existed) {
       repairTail(path);
       for await (const entry of readJournal(path)) {
-        if (entry.k === "answer") done.add(entry.seq, entry.h);
+        if (entry.k === "answer") {
+          done.add(entry.seq, entry.h);
+          done.markKeep(entry.seq, JSON.stringify(Object.keys(entry.keep ?? {})) !== wanted);
+        } else if (entry.k === "keep") done.markKeep(entry.seq, JSON.stringify(Object.keys(entry.keep)) !== wanted);
         else if (entry.k === "run") runs.push(entry);
         else if (entry.k === "input") belongs ??= entry.input;
       }

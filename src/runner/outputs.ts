@@ -262,11 +262,14 @@ export async function writeOutputs(
   // Pass 1: the latest entry of each record. A record answered after failing earlier counts as answered.
   const lastAnswer = new LastEntry();
   const lastError = new LastEntry();
+  // Kept fields journaled after a record's answer (the job's keep changed): only those records are held here.
+  const rekept = new Map<number, { n: number; keep: Record<string, unknown> }>();
   let n = 0;
   for await (const entry of readJournal(journalPath)) {
     n++;
     if (entry.k === "answer") lastAnswer.set(entry.seq, n);
     else if (entry.k === "error") lastError.set(entry.seq, n);
+    else if (entry.k === "keep") rekept.set(entry.seq, { n, keep: entry.keep });
   }
   let maps: CalibrationMaps | undefined;
   if (policy.calibration === "batch") {
@@ -295,6 +298,8 @@ export async function writeOutputs(
     for await (const entry of readJournal(journalPath)) {
       n++;
       if (entry.k === "answer" && lastAnswer.get(entry.seq) === n) {
+        const fresh = rekept.get(entry.seq);
+        if (fresh && fresh.n > n) entry.keep = fresh.keep;
         const row: OutputRow = { entry, answers: entry.answers };
         if (maps) {
           Object.assign(row, calibrateAnswers(maps, job.questions, entry.answers));

@@ -114,7 +114,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   // Part of every record's done key: a rerun on other weights or another endpoint answers again.
   const identity = evaluator.identity(job.model);
   const started = Date.now();
-  const { journal, done, runs } = await Journal.open(options.journalPath, options.inputId);
+  const { journal, done, runs } = await Journal.open(options.journalPath, options.inputId, job.keep ?? []);
   const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
   const abort = new AbortController();
   // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
@@ -198,7 +198,11 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     if (prepared.kind === "invalid") return fail(item, prepared.id, prepared.status, prepared.type, prepared.message);
     const { request, hash, id } = prepared;
     const h = hash.slice(0, 16);
-    if (done.has(item.seq, h)) return void stats.resumed++;
+    if (done.has(item.seq, h)) {
+      // Answered before, while the job kept other fields: keep what the job keeps now, from the input.
+      if (done.staleKeep(item.seq)) journal.append({ k: "keep", seq: item.seq, keep: prepared.keep });
+      return void stats.resumed++;
+    }
     const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
     const zero: Usage = { input_tokens: 0, output_tokens: 0 };
 

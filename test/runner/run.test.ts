@@ -282,6 +282,24 @@ describe("usage figures", () => {
   });
 });
 
+describe("changing the job's kept fields", () => {
+  it("fills the new columns from the input on a rerun, asking the model nothing", () => {
+    const input = file("keep.jsonl", `${tickets(6).join("\n")}\n`);
+    const out = join(dir, "keep.out.csv");
+    expect(cli(["run", input, "--job", file("keep1.json", JSON.stringify({ ...job, keep: ["tier"] })), "-o", out]).code).toBe(0);
+    const wider = file("keep2.json", JSON.stringify({ ...job, keep: ["tier", "ticket.body"] }));
+    const rerun = cli(["run", input, "--job", wider, "-o", out]);
+    expect(rerun.code).toBe(0);
+    expect(rerun.stderr).toMatch(/this run: 0 requests/);
+    const table = parse(readFileSync(out, "utf8"), { columns: true }) as Record<string, string>[];
+    expect(table).toHaveLength(6);
+    for (const row of table) expect(row["ticket.body"]).toBe(`Ticket number ${row["id"]!.slice(1)}: my parcel is late.`);
+    // And back: a narrower keep drops the column.
+    expect(cli(["run", input, "--job", file("keep3.json", JSON.stringify({ ...job, keep: [] })), "-o", out]).code).toBe(0);
+    expect(Object.keys((parse(readFileSync(out, "utf8"), { columns: true }) as Record<string, string>[])[0]!)).not.toContain("tier");
+  });
+});
+
 describe("quick iteration", () => {
   it("tries a job on the first N records, or a reproducible random N, and prints the exact prompt of one record", () => {
     const input = file("trial.jsonl", `${tickets(30).join("\n")}\n`);
