@@ -103,7 +103,8 @@ export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJ
   if (args.limit !== undefined) source = firstRecords(source, args.limit);
   if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
   const { evaluator, entry } = await openEvaluator(args, job, logger);
-  const price = args.price ?? entry?.price_per_million_input_tokens ?? 0.042;
+  // An embedded model knows its price (0 for a file the registry does not know); a remote one costs the hosted price unless told.
+  const price = args.price ?? evaluator.pricePerMillion?.(job.model) ?? (args["base-url"] ? 0.042 : entry?.price_per_million_input_tokens ?? 0.042);
   const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
   return { job, shard, format, source, evaluator, price, concurrency };
 }
@@ -237,6 +238,9 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const sidecar = output === "-" ? "typed-eval" : output;
       const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
       const journalPath = args.journal ?? defaultJournal(args, output);
+      if (output !== "-" && !isS3(output) && args.input !== "-" && !isS3(args.input) && resolve(output) === resolve(args.input)) {
+        throw new UsageError(`-o ${output} is the input itself: the answers would replace it; write them elsewhere`);
+      }
       if (!args["dry-run"] && !args["print-prompt"]) {
         if (output !== "-" && !isS3(output)) folderFor(output, "--output");
         if (!isS3(errorsPath)) folderFor(errorsPath, "--errors");

@@ -165,6 +165,12 @@ export class LlamaEngine implements Engine {
     return this.context.contextSize;
   }
 
+  /** The GGUF's `general.name`, when it has one. */
+  get modelName(): string | undefined {
+    const name = this.model.fileInfo.metadata.general?.name;
+    return typeof name === "string" && name.trim() !== "" ? name.trim() : undefined;
+  }
+
   get chatTemplate(): string | undefined {
     const template = this.model.fileInfo.metadata.tokenizer?.chat_template;
     return typeof template === "string" ? template : undefined;

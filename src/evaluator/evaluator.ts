@@ -40,6 +40,8 @@ export interface Evaluator {
    * renders its own.
    */
   promptText?(request: SystemOneRequest): string;
+  /** USD per million input tokens of a model, when the evaluator knows it (embedded models); else the caller's default. */
+  pricePerMillion?(model: string): number | undefined;
   /** The names this evaluator accepts in `model`, for listings. */
   models(): ModelMetadata[];
   close(): Promise<void>;

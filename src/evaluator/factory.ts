@@ -1,8 +1,9 @@
 /** Opens an embedded model from the registry: file (downloaded when missing), engine, evaluator. */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { LlamaEngine } from "../engines/llama.js";
-import { pullModel, type Progress } from "../models/download.js";
-import { RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
+import { cachedSha256, pullModel, type Progress } from "../models/download.js";
+import { basename } from "node:path";
+import { defaultModelsDir, RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
 import { LocalEvaluator } from "./local.js";
 import { detectTemplate, TEMPLATES, type ChatTemplate } from "./prompt.js";
 import type { ModelEntry } from "../models/registry.js";
@@ -55,7 +56,10 @@ export async function openModels(names: readonly string[], options: Omit<OpenLoc
   try {
     for (const entry of entries) {
       const evaluator = entry.engine === "remote" ? remoteEvaluator(registry, entry) : await openLocal(entry, options);
-      routes.push({ names: registry.namesOf(entry), evaluator });
+      // A file that is not the registry's weights answers to its own name and the aliases, never the registry's versioned id.
+      const own = evaluator.models().map((m) => m.name);
+      const fromFile = own[0] !== undefined && own[0] !== entry.name && entry.engine !== "remote";
+      routes.push({ names: fromFile ? own : registry.namesOf(entry), evaluator });
     }
   } catch (error) {
     await Promise.all(routes.map((r) => r.evaluator.close()));
@@ -79,6 +83,9 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     }
     await pullModel(entry, file, options.onProgress ? { onProgress: options.onProgress } : {});
   }
+  // A file given by --model-path is the registry's model only when its bytes are the registry's.
+  const sha256 = options.modelPath ? await cachedSha256(file, options.modelsDir ?? defaultModelsDir()) : entry.source?.sha256;
+  const registryWeights = !options.modelPath || (entry.source !== undefined && entry.source.sha256 === sha256);
   const engine = await LlamaEngine.load({
     modelPath: file,
     contextSize: Math.min(entry.context_size, options.contextSize ?? DEFAULT_CONTEXT),
@@ -86,13 +93,41 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     ...(options.sequences ? { sequences: options.sequences } : {}),
   });
   const template: ChatTemplate = entry.template ? (TEMPLATES[entry.template] as ChatTemplate) : detectTemplate(engine.chatTemplate);
+  if (registryWeights) {
+    return new LocalEvaluator(engine, {
+      id: versionedId(entry),
+      weights: weightsOf(file, sha256),
+      temperature: entry.temperature,
+      template,
+      metadata: registry.metadata(entry),
+      price: entry.price_per_million_input_tokens,
+    });
+  }
+  // Another file: named from its own metadata and bytes, never as the registry's model, and priced at 0.
+  const id = fileModelId(engine.modelName, file, sha256 as string);
+  const stat = statSync(file);
+  const described = `${basename(file)}${engine.modelName ? ` (general.name: ${engine.modelName})` : ""}, sha256 ${(sha256 as string).slice(0, 16)}…, run with --model-path`;
   return new LocalEvaluator(engine, {
-    id: versionedId(entry),
-    weights: weightsOf(file, options.modelPath ? undefined : entry.source?.sha256),
+    id,
+    weights: `sha256:${sha256 as string}`,
     temperature: entry.temperature,
     template,
-    metadata: registry.metadata(entry),
+    metadata: [id, ...registry.namesOf(entry).filter((n) => n !== versionedId(entry))].map((name) => ({
+      name,
+      description: name === id ? described : `stands for ${id}: ${described}`,
+      release_date: new Date(stat.mtimeMs).toISOString().slice(0, 10),
+    })),
+    price: 0,
   });
+}
+
+/** The name of a model run from a file: its GGUF `general.name` (or file name) as a slug, and 8 hex digits of its SHA-256. */
+export function fileModelId(generalName: string | undefined, file: string, sha256: string): string {
+  const base = (generalName ?? basename(file).replace(/\.gguf$/i, ""))
+    .toLowerCase()
+    .replace(/[^a-z0-9.]+/g, "-")
+    .replace(/^-+|-+$/g, "");
+  return `${base || "model"}-${sha256.slice(0, 8)}`;
 }
 
 /**

@@ -21,6 +21,8 @@ export interface LocalModelConfig {
   metadata: ModelMetadata[];
   /** Which weights: the file's SHA-256 when verified, else its path, size and modification time. */
   weights?: string;
+  /** USD per million input tokens: the registry's for its own weights, 0 for a file it does not know. */
+  price?: number;
 }
 
 /** A request turned into tokens: what the engine evaluates and what it will cost. */
@@ -48,6 +50,10 @@ export class LocalEvaluator implements Evaluator {
 
   models(): ModelMetadata[] {
     return this.config.metadata;
+  }
+
+  pricePerMillion(): number | undefined {
+    return this.config.price;
   }
 
   identity(): string {

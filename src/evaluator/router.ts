@@ -73,6 +73,10 @@ export class ModelRouter implements Evaluator {
     return evaluator.promptText(request);
   }
 
+  pricePerMillion(model: string): number | undefined {
+    return this.route(model).pricePerMillion?.(model);
+  }
+
   estimateInputTokens(request: SystemOneRequest): number {
     return this.route(request.model).estimateInputTokens(request);
   }

@@ -34,6 +34,37 @@ export async function sha256File(path: string): Promise<string> {
   return (await hashFile(path)).digest("hex");
 }
 
+/**
+ * SHA-256 of a model file, remembered in `<modelsDir>/file-hashes.json` by
+ * real path, size and modification time: a multi-gigabyte GGUF is hashed
+ * once, not on every run. A cache that cannot be read or written is ignored.
+ */
+export async function cachedSha256(path: string, modelsDir: string): Promise<string> {
+  const { realpathSync, statSync, readFileSync, writeFileSync, mkdirSync, renameSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const stat = statSync(path);
+  const key = `${realpathSync(path)}|${stat.size}|${Math.trunc(stat.mtimeMs)}`;
+  const cacheFile = join(modelsDir, "file-hashes.json");
+  let cache: Record<string, string> = {};
+  try {
+    cache = JSON.parse(readFileSync(cacheFile, "utf8")) as Record<string, string>;
+  } catch {
+    cache = {};
+  }
+  const known = cache[key];
+  if (typeof known === "string" && /^[0-9a-f]{64}$/.test(known)) return known;
+  const digest = await sha256File(path);
+  try {
+    mkdirSync(modelsDir, { recursive: true });
+    cache[key] = digest;
+    writeFileSync(`${cacheFile}.partial`, JSON.stringify(cache, null, 1));
+    renameSync(`${cacheFile}.partial`, cacheFile);
+  } catch {
+    // A read-only models folder: hash again next time.
+  }
+  return digest;
+}
+
 export interface PullOptions {
   onProgress?: Progress;
   signal?: AbortSignal;

@@ -42,6 +42,7 @@ const cases: [string[], RegExp][] = [
   [["run", data, "--job", job, "--threads", "0"], /--threads takes a whole number from 1/],
   [["run", data, "--job", job, "--context-size", "ten"], /--context-size takes a whole number/],
   [["run", data], /Missing required argument: job/],
+  [["run", data, "--job", job, "-o", data], /is the input itself/],
   [["estimate", data, "--job", job, "--rpm", "0"], /--rpm takes a number above 0/],
   [["estimate", join(dir, "missing.jsonl"), "--job", job], /cannot read input/],
   [["usage", job], /is not a typed-eval usage summary/],

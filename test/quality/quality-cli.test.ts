@@ -4,7 +4,7 @@
  * plumbing and the arithmetic, never answer quality).
  */
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse } from "csv-parse/sync";
@@ -185,11 +185,11 @@ describe("calibrate and run --calibration", () => {
   it("refuses a calibration fitted for other weights unless forced", () => {
     const cal = join(dir, "cal2.json");
     expect(cli(["calibrate", out, "--gold", gold, "-o", cal]).code).toBe(0);
-    const other = join(dir, "other-weights.gguf");
-    copyFileSync(modelPath, other);
+    // Other weights: the same shapes with another seed.
+    const other = generatedModel({ ...TINY, shape: { ...TINY.shape, seed: TINY.shape.seed + 1 } });
     const refused = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", join(dir, "other.jsonl"), "--calibration", cal, "--model-path", other]);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(/was fitted for .*but this run's model is .*other-weights\.gguf.*--force-calibration/);
+    expect(refused.stderr).toMatch(/was fitted for .*but this run's model is .*sha256:.*--force-calibration/);
     expect(existsSync(join(dir, "other.jsonl"))).toBe(false);
     const forced = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", join(dir, "other.jsonl"), "--calibration", cal, "--model-path", other, "--force-calibration"]);
     expect(forced.code).toBe(0);

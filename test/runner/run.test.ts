@@ -204,13 +204,39 @@ describe("resume keys on the model's identity", () => {
     // The same command again: everything comes from the journal.
     expect(cli(["run", input, "--job", jobPath(), "-o", out]).code).toBe(0);
     expect(usage(out).records).toMatchObject({ answered: 6, resumed: 6 });
-    // Same model name, other weights file: nothing may be kept.
-    const other = join(dir, "other-weights.gguf");
-    copyFileSync(modelPath, other);
+    // The same bytes under another path are the same weights: kept.
+    const copy = join(dir, "copied-weights.gguf");
+    copyFileSync(modelPath, copy);
+    expect(cli(["run", input, "--job", jobPath(), "-o", out, "--model-path", copy]).code).toBe(0);
+    expect(usage(out).records).toMatchObject({ answered: 6, resumed: 6 });
+    // Same model name, other weights: nothing may be kept.
+    const other = generatedModel({ ...TINY, shape: { ...TINY.shape, seed: TINY.shape.seed + 1 } });
     const rerun = cli(["run", input, "--job", jobPath(), "-o", out, "--model-path", other]);
     expect(rerun.code).toBe(0);
     expect(usage(out).records).toMatchObject({ answered: 6, resumed: 0 });
     expect(rows(out)).toHaveLength(6);
+  }, 120_000);
+});
+
+describe("model lineage with --model-path", () => {
+  it("names a file's model from its metadata and hash, priced 0, and uses the registry's name only for the registry's bytes", async () => {
+    const { sha256File } = await import("../../src/models/download.js");
+    const input = file("lineage.jsonl", `${tickets(3).join("\n")}\n`);
+    const out = join(dir, "lineage.out.jsonl");
+    expect(cli(["run", input, "--job", jobPath(), "-o", out]).code).toBe(0);
+    const sha = await sha256File(modelPath);
+    for (const row of rows(out)) expect(row.model).toBe(`typed-eval-test-byte-${sha.slice(0, 8)}`);
+    expect(usage(out)).toMatchObject({ price_per_million_input_tokens: 0, cost_usd: 0 });
+    const priced = join(dir, "lineage-priced.jsonl");
+    expect(cli(["run", input, "--job", jobPath(), "-o", priced, "--price", "2"]).code).toBe(0);
+    expect(usage(priced).cost_usd).toBeGreaterThan(0);
+    // A registry entry whose published hash is this file's: the file is that model, with its name and price.
+    const registry = file("registry.json", JSON.stringify({ models: [{ name: "tiny-known", aliases: [], version: "2.1.0", description: "the test model", release_date: "2026-01-01", engine: "llama", source: { uri: "hf://x/y/tiny.gguf", sha256: sha }, context_size: 8192, temperature: 1, price_per_million_input_tokens: 5 }] }));
+    const known = join(dir, "lineage-known.jsonl");
+    const r = cli(["run", input, "--job", jobPath(), "-o", known, "--model", "tiny-known", "--models-file", registry]);
+    expect(r.code).toBe(0);
+    for (const row of rows(known)) expect(row.model).toBe("tiny-known-2.1.0");
+    expect(usage(known).price_per_million_input_tokens).toBe(5);
   }, 120_000);
 });
 
