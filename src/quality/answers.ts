@@ -7,6 +7,7 @@
  */
 import type { Content, Question, QuestionType } from "../api/schema.js";
 import { questionLabels } from "../evaluator/calibration.js";
+import { valueAt } from "../runner/records.js";
 import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
 
 /** A question as the quality tools see it: its type and its labels in answer order. */
@@ -96,15 +97,19 @@ function distributionOf(info: QuestionInfo, get: (key: string) => unknown, where
   return info.labels.map((label) => probability(get(`${info.name}.p.${label}`), `${where}: ${info.name} probability of ${label}`));
 }
 
+/** Opens a local answers or gold file; a missing or unreadable one is a one-line usage error. */
+function openFile(path: string, format: Format, what: string): Source {
+  try {
+    return openLocalSource(path, format);
+  } catch (error) {
+    throw new QualityInputError(`cannot read ${what} ${path}: ${(error as Error).message}`);
+  }
+}
+
 /** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
 export async function readAnswers(path: string, options: { questions?: QuestionInfo[] | undefined; format?: Format | undefined; onQuestions?: (q: QuestionInfo[]) => void }): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
-  let source: Source;
-  try {
-    source = openLocalSource(path, format);
-  } catch (error) {
-    throw new QualityInputError(`cannot read answers ${path}: ${(error as Error).message}`);
-  }
+  const source = openFile(path, format, "answers");
   let questions = options.questions;
   let notify = options.onQuestions;
   async function* rows(): AsyncGenerator<AnswerRow> {
@@ -214,14 +219,9 @@ export function goldClass(q: QuestionInfo, value: unknown, where: string): numbe
   throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not a level of ${q.name}; write its index 0..${k - 1}${q.levels ? " or its text" : ""}`);
 }
 
+/** A field by its exact name (CSV columns may hold dots), else as a dotted path. */
 function field(record: Record_, path: string): unknown {
-  if (path in record) return record[path];
-  let v: unknown = record;
-  for (const part of path.split(".")) {
-    if (!isObject(v) && !Array.isArray(v)) return undefined;
-    v = (v as Record_)[part];
-  }
-  return v;
+  return Object.hasOwn(record, path) ? record[path] : valueAt(record, path);
 }
 
 /**
@@ -231,12 +231,7 @@ function field(record: Record_, path: string): unknown {
  */
 export async function readGold(path: string, questions: QuestionInfo[], options: { idField?: string | undefined; jobIdField?: string | undefined; format?: Format | undefined }): Promise<Gold> {
   const format = formatOf(path, options.format);
-  let source: Source;
-  try {
-    source = openLocalSource(path, format);
-  } catch (error) {
-    throw new QualityInputError(`cannot read gold ${path}: ${(error as Error).message}`);
-  }
+  const source = openFile(path, format, "gold");
   const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(1024 * questions.length), questions, ignored: [] };
   const problems: string[] = [];
   const problem = (message: string) => {
