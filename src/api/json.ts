@@ -117,7 +117,18 @@ function invalid(position: number, error: string): UnprocessableEntityError {
 export function parseJsonBody(text: string): unknown {
   if (text.trim() === "") throw new UnprocessableEntityError([{ type: "missing", loc: ["body"], msg: "Field required", input: null }]);
   const deep = depthExceededAt(text, MAX_JSON_DEPTH);
-  if (deep >= 0) throw invalid(deep, `nesting deeper than ${MAX_JSON_DEPTH} levels`);
+  if (deep >= 0) {
+    // Valid JSON that is too deep is not a decode error: its own type, so clients can tell the two apart.
+    throw new UnprocessableEntityError([
+      {
+        type: "json_too_deep",
+        loc: ["body", deep],
+        msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels (arrays and objects inside each other); flatten the state`,
+        input: {},
+        ctx: { max_depth: MAX_JSON_DEPTH },
+      },
+    ]);
+  }
   try {
     return JSON.parse(text);
   } catch (error) {

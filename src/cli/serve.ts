@@ -6,7 +6,7 @@ import { createLogger } from "../logging/logger.js";
 import { ModelRegistry } from "../models/registry.js";
 import { AccountStore } from "../server/accounts.js";
 import { startServer } from "../server/serve.js";
-import { EXIT } from "./exit.js";
+import { EXIT, UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
 import { withModelOptions, type ModelArgs } from "./model-options.js";
 import { accountsFileOption } from "./keys.js";
@@ -21,6 +21,7 @@ interface ServeArgs extends ModelArgs {
   "body-limit": number;
   "shutdown-grace": number;
   sequences: number | undefined;
+  alias: string[];
 }
 
 /** `typed-eval serve`: the System One v1 HTTP API. */
@@ -36,9 +37,20 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
         .option("max-queue", numeric("max-queue", { integer: true, min: 1 }, { default: 64, describe: "requests in progress beyond which new ones get 529" }))
         .option("body-limit", numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }))
         .option("shutdown-grace", numeric("shutdown-grace", { min: 0 }, { default: 30_000, describe: "ms SIGTERM waits for in-flight requests" }))
-        .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" })),
+        .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
+        .option("alias", {
+          type: "array",
+          string: true,
+          default: [] as string[],
+          describe: "NAME=MODEL: another name for a served model, e.g. jev-latest=default (the official SDK's default model); repeatable",
+        }),
     ),
   handler: async (args) => {
+    const aliases = args.alias.map((text) => {
+      const at = text.indexOf("=");
+      if (at <= 0 || at === text.length - 1) throw new UsageError(`--alias takes NAME=MODEL, such as jev-latest=default, not ${JSON.stringify(text)}`);
+      return { alias: text.slice(0, at), target: text.slice(at + 1) };
+    });
     const logger = createLogger();
     if (!existsSync(args["accounts-file"])) {
       process.stderr.write(
@@ -67,6 +79,12 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
       },
     });
     bar?.finish();
+    try {
+      for (const { alias, target } of aliases) evaluator.addAlias(alias, target);
+    } catch (error) {
+      await evaluator.close();
+      throw new UsageError((error as Error).message);
+    }
     const server = await startServer({
       host: args.host,
       port: args.port,

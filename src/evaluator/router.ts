@@ -9,6 +9,11 @@ export interface Route {
   evaluator: Evaluator;
 }
 
+/** An alias that names no served model, or a name already taken. */
+export class AliasError extends Error {
+  override name = "AliasError";
+}
+
 /** Asked for the prompt of a model whose prompt is rendered elsewhere (a remote endpoint). */
 export class PromptUnavailableError extends Error {
   override name = "PromptUnavailableError";
@@ -20,6 +25,7 @@ export class PromptUnavailableError extends Error {
 export class ModelRouter implements Evaluator {
   private readonly byName = new Map<string, Evaluator>();
   private readonly evaluators: Evaluator[];
+  private readonly aliases: ModelMetadata[] = [];
 
   constructor(routes: readonly Route[]) {
     for (const route of routes) {
@@ -29,6 +35,20 @@ export class ModelRouter implements Evaluator {
       }
     }
     this.evaluators = [...new Set(routes.map((r) => r.evaluator))];
+  }
+
+  /**
+   * Another name for a served model (`serve --alias jev-latest=default`), so
+   * clients written for another server run unchanged; listed in `models()`.
+   * The response's `model` stays the versioned id of what answered.
+   */
+  addAlias(alias: string, target: string): void {
+    const evaluator = this.byName.get(target);
+    if (!evaluator) throw new AliasError(`--alias ${alias}=${target}: no served model is named "${target}"; served: ${this.names().join(", ")}`);
+    if (this.byName.has(alias)) throw new AliasError(`--alias ${alias}=${target}: "${alias}" already names a served model`);
+    this.byName.set(alias, evaluator);
+    const of = evaluator.models()[0];
+    this.aliases.push({ name: alias, description: `Alias of ${target}${of ? `: ${of.description}` : ""}`, release_date: of?.release_date ?? "1970-01-01" });
   }
 
   /** The evaluator a name selects, if any. */
@@ -42,7 +62,7 @@ export class ModelRouter implements Evaluator {
   }
 
   models(): ModelMetadata[] {
-    return this.evaluators.flatMap((e) => e.models());
+    return [...this.evaluators.flatMap((e) => e.models()), ...this.aliases];
   }
 
   /** The evaluator a model name selects; a 422 listing the valid names when none. */

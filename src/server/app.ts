@@ -21,7 +21,7 @@ import {
   UpstreamUnavailableError,
 } from "../api/errors.js";
 import { buildOpenAPIDocument } from "../api/openapi.js";
-import type { ModelMetadataList, SystemOneRequest } from "../api/schema.js";
+import type { ModelMetadataList, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { validateRequest } from "../api/validate.js";
 import type { ModelRouter } from "../evaluator/router.js";
 import type { Logger } from "../logging/logger.js";
@@ -162,6 +162,16 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     return account.models.some((name) => evaluator.lookup(name) === target);
   };
 
+  /**
+   * Label mass on request (`?x_label_mass=true` or the header `x-label-mass: true`), as SGLang's
+   * `x_label_mass` field: off by default, so clients that pin the answers' exact keys are unaffected.
+   */
+  const wantsLabelMass = (request: FastifyRequest): boolean => {
+    const query = (request.query as Record<string, unknown> | undefined)?.["x_label_mass"];
+    const header = request.headers["x-label-mass"];
+    return [query, header].some((v) => typeof v === "string" && /^(1|true|yes)$/i.test(v));
+  };
+
   app.post("/v1/systemone", async (request, reply) => {
     const account = request.account as Account;
     const checked = validateRequest(request.body);
@@ -194,13 +204,13 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       if (!reply.raw.writableFinished) abort.abort(new Error("client closed the connection"));
     });
     try {
-      const { response } = await evaluator.evaluate(body, {
+      const { response, labelMass } = await evaluator.evaluate(body, {
         signal: abort.signal,
         ...(request.info.retryCount ? { retryCount: Number(request.info.retryCount) || 0 } : {}),
       });
       limiter.settle(account.name, tokens, response.usage.input_tokens);
       request.info.inputTokens = response.usage.input_tokens;
-      return reply.send(response);
+      return reply.send(wantsLabelMass(request) ? withLabelMass(response, labelMass) : response);
     } catch (error) {
       // An upstream that refuses this server's own credentials is a gateway failure, not the caller's.
       if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
@@ -219,7 +229,8 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   const openapi = buildOpenAPIDocument();
   app.get("/openapi.json", async () => openapi);
-  app.get("/healthz", async () => ({ status: "ok", in_flight: inFlight }));
+  // `/health` too: the path other servers of this API (llama.cpp, SGLang) answer on.
+  for (const url of ["/healthz", "/health"]) app.get(url, async () => ({ status: "ok", in_flight: inFlight }));
 
   for (const [url, method] of Object.entries(V1_ROUTES)) {
     const others = ALL_METHODS.filter((m) => m !== method && !(method === "GET" && m === "HEAD"));
@@ -232,4 +243,11 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     });
   }
   return app;
+}
+
+/** Each answer with `x_label_mass`: the share of the next-token distribution on its labels (when the model reports it). */
+function withLabelMass(response: SystemOneResponse, mass: Record<string, number> | undefined): SystemOneResponse {
+  if (!mass) return response;
+  const answers = Object.fromEntries(Object.entries(response.answers).map(([name, a]) => [name, mass[name] === undefined ? a : { ...a, x_label_mass: mass[name] }]));
+  return { ...response, answers: answers as SystemOneResponse["answers"] };
 }

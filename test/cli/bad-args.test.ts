@@ -51,6 +51,7 @@ const cases: [string[], RegExp][] = [
   [["ask", "-q", job, "--threads", "-2"], /--threads/],
   [["serve", "--port", "99999"], /--port takes a whole number from 0 to 65535/],
   [["serve", "--max-queue", "0"], /--max-queue/],
+  [["serve", "--alias", "jev-latest"], /--alias takes NAME=MODEL, such as jev-latest=default/],
   [["keys", "create", "--account", ""], /--account takes a name/],
   [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv")], /cannot read gold/],
   [["assess", join(dir, "answers.jsonl"), "--gold", data, "--bootstrap", "-1"], /--bootstrap takes a whole number from 0/],

@@ -102,7 +102,8 @@ describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
     const deep = `{"state": ${"[".repeat(100)}${"]".repeat(100)}, "model": "tiny", "questions": {}}`;
     const r = await call(app, transport, "POST", "/v1/systemone", { raw: deep });
     expect(r.status).toBe(422);
-    expect(JSON.stringify(r.json)).toContain("nesting deeper than 64 levels");
+    expect((r.json as { detail: ValidationErrorItem[] }).detail[0]).toMatchObject({ type: "json_too_deep", loc: ["body", 73], ctx: { max_depth: 64 } });
+    expect(JSON.stringify(r.json)).toContain("JSON nested deeper than 64 levels");
   });
 
   it("415 for another content type, 413 for an oversized body", async () => {
@@ -130,8 +131,22 @@ describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
     const doc = await call(app, transport, "GET", "/openapi.json", { key: null });
     expect(doc.status).toBe(200);
     expect(doc.json).toMatchObject({ openapi: "3.1.0" });
-    const health = await call(app, transport, "GET", "/healthz", { key: null });
-    expect(health.json).toMatchObject({ status: "ok" });
+    for (const path of ["/healthz", "/health"]) {
+      const health = await call(app, transport, "GET", path, { key: null });
+      expect(health.status).toBe(200);
+      expect(health.json).toMatchObject({ status: "ok" });
+    }
+  });
+
+  it("adds x_label_mass to each answer only when asked, equal to the evaluator's label mass", async () => {
+    const plain = await call(app, transport, "POST", "/v1/systemone", { body: good });
+    for (const a of Object.values((plain.json as SystemOneResponse).answers)) expect(a).not.toHaveProperty("x_label_mass");
+    const { labelMass } = await router.evaluate(good as SystemOneRequest);
+    for (const ask of [{ path: "/v1/systemone?x_label_mass=true", headers: {} }, { path: "/v1/systemone", headers: { "x-label-mass": "1" } }]) {
+      const r = await call(app, transport, "POST", ask.path, { body: good, headers: ask.headers });
+      expect(r.status).toBe(200);
+      for (const [name, a] of Object.entries((r.json as SystemOneResponse).answers)) expect((a as unknown as { x_label_mass: number }).x_label_mass).toBe(labelMass![name]);
+    }
   });
 
   it("accepts the optional headers of spec section 5 and logs the retry count", async () => {

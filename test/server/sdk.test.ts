@@ -95,3 +95,25 @@ describe("@typesafe-ai/sdk against typed-eval", () => {
     expect(logs.lines.some((l) => l["status"] === 429 && l["retryCount"] === "1")).toBe(true);
   });
 });
+
+describe("the SDK's quickstart, unmodified, against serve --alias jev-latest=tiny", () => {
+  it("succeeds with no model argument, lists the alias, and answers with the versioned id of what answered", async () => {
+    const { router: aliased } = await testRouter(1);
+    aliased.addAlias("jev-latest", "tiny");
+    const server = buildServer({ evaluator: aliased, accounts: testAccounts(), logger: memoryLogger().logger });
+    await server.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const address = server.server.address();
+      if (!address || typeof address === "string") throw new Error("not listening");
+      const quick = new TypeSafeClient({ apiKey: KEYS.all, baseURL: `http://127.0.0.1:${address.port}` });
+      const data = await quick.systemOne({ state: "My parcel is late.", questions: { late: noul("Is the parcel late?") } });
+      expect(data.model).toBe("tiny-1.0.0");
+      expect(data.answers.late.noul).toBeGreaterThanOrEqual(0);
+      expect((await quick.models.list()).map((m) => m.name)).toContain("jev-latest");
+      expect(() => aliased.addAlias("x", "no-such-model")).toThrow(/no served model is named "no-such-model"/);
+    } finally {
+      await server.close();
+      await aliased.close();
+    }
+  }, 60_000);
+});
