@@ -73,6 +73,8 @@ function goldFor(answers: Row[]): string {
   return `${lines.join("\n")}\n`;
 }
 
+/** Records of the shared run: enough for every metric to be defined, few enough to keep the suite quick. */
+const N = 48;
 let out: string;
 let outCsv: string;
 let gold: string;
@@ -82,7 +84,7 @@ beforeAll(() => {
   modelPath = generatedModel(TINY);
   dir = mkdtempSync(join(tmpdir(), "te-quality-"));
   jobPath = file("job.json", JSON.stringify(job));
-  const input = file("t.jsonl", tickets(80));
+  const input = file("t.jsonl", tickets(N));
   out = join(dir, "out.jsonl");
   outCsv = join(dir, "out.csv");
   expect(cli(["run", input, "--job", jobPath, "-o", out]).code).toBe(0);
@@ -95,7 +97,7 @@ describe("assess", () => {
     const a = cli(["assess", out, "--gold", gold, "--json"]);
     expect(a.code).toBe(0);
     const assessment = JSON.parse(a.stdout) as Assessment;
-    expect(assessment.rows).toMatchObject({ matched: 80, gold: 80, answers: 80, gold_only: 0, answers_only: 0 });
+    expect(assessment.rows).toMatchObject({ matched: N, gold: N, answers: N, gold_only: 0, answers_only: 0 });
     const byName = Object.fromEntries(assessment.questions.map((q) => [q.name, q]));
     expect(Object.keys(byName["urgent"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss", "ece", "ace", "mce", "aurc"]));
     expect(Object.keys(byName["team"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"]));
@@ -202,8 +204,8 @@ describe("calibrate and run --calibration", () => {
     expect(summary.calibration?.source).toBe("batch");
     // After dividing out the prior, the mean distribution is much closer to uniform than before.
     const k = 3;
-    const mean = Array.from({ length: k }, (_, i) => rows(batch).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / 80);
-    const meanBefore = Array.from({ length: k }, (_, i) => rows(out).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / 80);
+    const mean = Array.from({ length: k }, (_, i) => rows(batch).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / N);
+    const meanBefore = Array.from({ length: k }, (_, i) => rows(out).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / N);
     const spread = (m: number[]) => Math.max(...m) - Math.min(...m);
     expect(spread(mean)).toBeLessThan(spread(meanBefore) / 2);
     expect(summary.calibration!.questions["team"]!.moved).toBeGreaterThan(0);
@@ -251,13 +253,13 @@ describe("review routing", () => {
     expect(readFileSync(target).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
     expect(readFileSync(`${target}.review.csv`).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
     const table = parse(readFileSync(`${target}.review.csv`, "utf8"), { columns: true, bom: true }) as Record<string, string>[];
-    expect(table).toHaveLength(80);
+    expect(table).toHaveLength(N);
     expect(Object.keys(table[0]!).slice(0, 6)).toEqual(["id", "line", "source", "model", "review_reason", "audit"]);
     expect(table[0]!["review_reason"]).toMatch(/< 0\.999/);
   });
 
   it("a run killed mid-way and resumed writes each review row once", async () => {
-    const big = file("big.jsonl", tickets(160));
+    const big = file("big.jsonl", tickets(100));
     const target = join(dir, "killed.jsonl");
     const args = [BIN, "run", big, "--job", jobPath, "-o", target, "--review-below", "0.9"];
     const env = { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" };
@@ -302,11 +304,11 @@ describe("report", () => {
     const r = cli(["report", out, "--compare", earlierPath, "-o", html, "--json"]);
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout) as { rows: number; compare: { shifts: { question: string; flipped: number; agreement: number; psi: number; flips: { id: string }[] }[] } };
-    expect(report.rows).toBe(80);
+    expect(report.rows).toBe(N);
     const team = report.compare.shifts.find((s) => s.question === "team")!;
-    expect(team.flipped).toBe(Math.ceil(80 / 3));
-    expect(team.agreement).toBeCloseTo(1 - Math.ceil(80 / 3) / 80, 12);
-    expect(team.flips.length).toBe(Math.ceil(80 / 3));
+    expect(team.flipped).toBe(Math.ceil(N / 3));
+    expect(team.agreement).toBeCloseTo(1 - Math.ceil(N / 3) / N, 12);
+    expect(team.flips.length).toBe(Math.ceil(N / 3));
     expect(report.compare.shifts.find((s) => s.question === "urgent")!.flipped).toBe(0);
     expect(existsSync(html)).toBe(true);
   });
