@@ -274,9 +274,62 @@ export function validateAgainst<T>(schema: TSchema, value: unknown, loc: Loc): V
  * Validates a parsed request body: the typed request, or every failure with a
  * `loc` starting at `"body"`. Unknown extra fields are ignored.
  */
-export function validateRequest(body: unknown): Validation<SystemOneRequest> {
+export interface RequestChecks {
+  /**
+   * Ignore what strict checking refuses (unknown keys inside a question, noul
+   * criteria keys other than true/false, images and videos), as servers that
+   * accept extensions do. Off by default.
+   */
+  lenient?: boolean;
+}
+
+/** Keys a question may have; anything else is most likely a typo that would change the answer. */
+const QUESTION_KEYS = new Set(["type", "instructions", "criteria"]);
+/** Media fields other servers of this API accept; no model here can see them. */
+const MEDIA_KEYS = ["images", "videos"];
+
+/**
+ * What strict checking refuses in a request of a valid shape: an unknown key
+ * inside a question (`instruction` for `instructions` would be answered as a
+ * question with no instructions), a noul criteria key other than `true` and
+ * `false`, and images or videos. Unknown top-level fields stay ignored.
+ */
+export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
+  const errors: ValidationErrorItem[] = [];
+  const record = body as unknown as Record<string, unknown>;
+  for (const key of MEDIA_KEYS) {
+    const media = record[key];
+    if (media === undefined || media === null || (Array.isArray(media) && media.length === 0)) continue;
+    errors.push({
+      type: "value_error",
+      loc: ["body", key],
+      msg: `Value error, this server answers from text only: ${key} cannot be seen by its models; send the content as text in state (or ask an endpoint whose model sees ${key})`,
+      input: "[omitted]",
+    });
+  }
+  for (const [name, question] of Object.entries(body.questions)) {
+    for (const [key, value] of Object.entries(question)) {
+      if (QUESTION_KEYS.has(key)) continue;
+      const hint = key === "instruction" ? " (did you mean instructions?)" : key === "criterion" || key === "options" ? " (did you mean criteria?)" : "";
+      errors.push({ type: "extra_forbidden", loc: ["body", "questions", name, question.type, key], msg: `Extra inputs are not permitted${hint}`, input: value });
+    }
+    if (question.type === "noul" && isPlainObject(question.criteria)) {
+      for (const [key, value] of Object.entries(question.criteria)) {
+        if (key === "true" || key === "false") continue;
+        errors.push({ type: "extra_forbidden", loc: ["body", "questions", name, "noul", "criteria", key], msg: "Extra inputs are not permitted: noul criteria take the keys true and false", input: value });
+      }
+    }
+  }
+  return errors;
+}
+
+export function validateRequest(body: unknown, checks: RequestChecks = {}): Validation<SystemOneRequest> {
   const result = validateAgainst<SystemOneRequest>(SystemOneRequest, body, ["body"]);
-  if (result.ok || !isPlainObject(body) || !Object.hasOwn(body, "document") || Object.hasOwn(body, "state")) {
+  if (result.ok) {
+    const problems = checks.lenient ? [] : strictProblems(result.value);
+    return problems.length > 0 ? { ok: false, errors: problems } : result;
+  }
+  if (!isPlainObject(body) || !Object.hasOwn(body, "document") || Object.hasOwn(body, "state")) {
     return result;
   }
   // The preview API called the content `document`; say so instead of a bare "Field required".

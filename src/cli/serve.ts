@@ -22,6 +22,7 @@ interface ServeArgs extends ModelArgs {
   "shutdown-grace": number;
   sequences: number | undefined;
   alias: string[];
+  lenient: boolean;
 }
 
 /** `typed-eval serve`: the System One v1 HTTP API. */
@@ -38,6 +39,11 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
         .option("body-limit", numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }))
         .option("shutdown-grace", numeric("shutdown-grace", { min: 0 }, { default: 30_000, describe: "ms SIGTERM waits for in-flight requests" }))
         .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
+        .option("lenient", {
+          type: "boolean",
+          default: false,
+          describe: "ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos, instead of a 422 (for clients that send extensions)",
+        })
         .option("alias", {
           type: "array",
           string: true,
@@ -94,6 +100,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
       maxQueue: args["max-queue"],
       bodyLimit: args["body-limit"],
       shutdownGraceMs: args["shutdown-grace"],
+      lenient: args.lenient,
     });
     const stop = (signal: string) => {
       void server.shutdown(signal).then(() => process.exit(EXIT.ok));

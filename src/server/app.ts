@@ -39,6 +39,8 @@ export interface ServerOptions {
   bodyLimit?: number;
   /** Requests evaluating or waiting beyond which new ones get 529. Default 64. */
   maxQueue?: number;
+  /** Ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos (`serve --lenient`). */
+  lenient?: boolean;
 }
 
 /** What a request did, for its log line. */
@@ -174,7 +176,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   app.post("/v1/systemone", async (request, reply) => {
     const account = request.account as Account;
-    const checked = validateRequest(request.body);
+    const checked = validateRequest(request.body, { lenient: options.lenient ?? false });
     if (!checked.ok) throw new UnprocessableEntityError(checked.errors);
     const body: SystemOneRequest = checked.value;
     request.info.model = body.model;

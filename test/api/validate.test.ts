@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { validateRequest, validateResponseShape } from "../../src/api/validate.js";
 import type { ValidationErrorItem } from "../../src/api/schema.js";
@@ -42,11 +43,13 @@ describe("validateRequest accepts", () => {
     expect(validateRequest({ ...valid(), state: "" }).ok).toBe(true);
   });
 
-  it("unknown extra fields at every level", () => {
+  it("unknown top-level fields, ignored; unknown keys inside a question, refused unless lenient", () => {
+    const top = valid() as Record<string, unknown>;
+    top["temperature"] = 3;
+    expect(validateRequest(top).ok).toBe(true);
     const body = valid() as Record<string, unknown>;
-    body["temperature"] = 3;
     (body["questions"] as Record<string, Record<string, unknown>>)["refund"]!["weight"] = 2;
-    expect(validateRequest(body).ok).toBe(true);
+    expect(validateRequest(body, { lenient: true }).ok).toBe(true);
   });
 
   it("a question without instructions, and null instructions", () => {
@@ -316,5 +319,54 @@ describe("validateResponseShape", () => {
         ["response.usage.output_tokens", "missing"],
       ]);
     }
+  });
+});
+
+describe("strict by default", () => {
+  const errorsOf = (body: unknown, lenient = false) => {
+    const r = validateRequest(body, { lenient });
+    return r.ok ? [] : r.errors;
+  };
+
+  it("refuses a typo inside a question with extra_forbidden at the exact loc, and says what was meant", () => {
+    const body = { state: "s", model: "m", questions: { team: { type: "choice", instruction: "Which team?", criteria: { a: null } } } };
+    expect(errorsOf(body)).toEqual([
+      { type: "extra_forbidden", loc: ["body", "questions", "team", "choice", "instruction"], msg: "Extra inputs are not permitted (did you mean instructions?)", input: "Which team?" },
+    ]);
+    expect(errorsOf(body, true)).toEqual([]);
+  });
+
+  it("refuses noul criteria keys other than true and false", () => {
+    const body = { state: "s", model: "m", questions: { q: { type: "noul", criteria: { true: "yes", yes: "also yes" } } } };
+    expect(errorsOf(body)).toMatchObject([{ type: "extra_forbidden", loc: ["body", "questions", "q", "noul", "criteria", "yes"] }]);
+    expect(errorsOf(body, true)).toEqual([]);
+  });
+
+  it("refuses images and videos, which no model here can see, and lets empty ones pass", () => {
+    for (const key of ["images", "videos"]) {
+      const body = { state: "s", model: "m", questions: { q: { type: "noul" } }, [key]: ["data:image/png;base64,AAAA"] };
+      expect(errorsOf(body)).toMatchObject([{ type: "value_error", loc: ["body", key], msg: expect.stringContaining("answers from text only") }]);
+      expect(errorsOf(body, true)).toEqual([]);
+      expect(errorsOf({ ...body, [key]: [] })).toEqual([]);
+    }
+  });
+
+  it("refuses no request the spec allows (property)", () => {
+    const content = fc.oneof(fc.string(), fc.dictionary(fc.string(), fc.jsonValue()), fc.array(fc.jsonValue()));
+    const nullable = fc.option(content, { nil: null });
+    const instructions = fc.option(nullable, { nil: undefined });
+    const question = fc.oneof(
+      fc.record({ type: fc.constant("noul"), instructions, criteria: fc.option(fc.option(fc.record({ true: nullable, false: nullable }, { requiredKeys: [] }), { nil: null }), { nil: undefined }) }, { requiredKeys: ["type"] }),
+      fc.record({ type: fc.constant("choice"), instructions, criteria: fc.dictionary(fc.string({ minLength: 1 }), nullable, { minKeys: 1, maxKeys: 8 }) }, { requiredKeys: ["type", "criteria"] }),
+      fc.record({ type: fc.constant("score"), instructions, criteria: fc.array(content, { minLength: 1, maxLength: 10 }) }, { requiredKeys: ["type", "criteria"] }),
+    );
+    const request = fc.record({ state: content, model: fc.string(), questions: fc.dictionary(fc.string(), question, { minKeys: 1, maxKeys: 5 }), extra: fc.jsonValue() }, { requiredKeys: ["state", "model", "questions"] });
+    fc.assert(
+      fc.property(request, (body) => {
+        const cleaned = JSON.parse(JSON.stringify(body)) as unknown;
+        expect(errorsOf(cleaned)).toEqual([]);
+      }),
+      { numRuns: 400 },
+    );
   });
 });

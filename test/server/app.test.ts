@@ -138,6 +138,19 @@ describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
     }
   });
 
+  it("refuses a typo inside a question with 422 extra_forbidden; a --lenient server answers it", async () => {
+    const typo = { ...good, questions: { q: { type: "noul", instruction: "Is it late?" } } };
+    const r = await call(app, transport, "POST", "/v1/systemone", { body: typo });
+    expect(r.status).toBe(422);
+    expect((r.json as { detail: ValidationErrorItem[] }).detail[0]).toMatchObject({ type: "extra_forbidden", loc: ["body", "questions", "q", "noul", "instruction"] });
+    const lenient = buildServer({ evaluator: router, accounts: testAccounts(), logger: memoryLogger().logger, lenient: true });
+    try {
+      expect((await call(lenient, "inject", "POST", "/v1/systemone", { body: typo })).status).toBe(200);
+    } finally {
+      await lenient.close();
+    }
+  });
+
   it("adds x_label_mass to each answer only when asked, equal to the evaluator's label mass", async () => {
     const plain = await call(app, transport, "POST", "/v1/systemone", { body: good });
     for (const a of Object.values((plain.json as SystemOneResponse).answers)) expect(a).not.toHaveProperty("x_label_mass");
