@@ -23,6 +23,7 @@ interface ServeArgs extends ModelArgs {
   sequences: number | undefined;
   alias: string[];
   lenient: boolean;
+  "metrics-port": number | undefined;
 }
 
 /** `typed-eval serve`: the System One v1 HTTP API. */
@@ -39,6 +40,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
         .option("body-limit", numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }))
         .option("shutdown-grace", numeric("shutdown-grace", { min: 0 }, { default: 30_000, describe: "ms SIGTERM waits for in-flight requests" }))
         .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
+        .option("metrics-port", numeric("metrics-port", { integer: true, min: 0, max: 65535 }, { describe: "serve GET /metrics (Prometheus) on this port instead of the API's, which then has none" }))
         .option("lenient", {
           type: "boolean",
           default: false,
@@ -101,6 +103,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
       bodyLimit: args["body-limit"],
       shutdownGraceMs: args["shutdown-grace"],
       lenient: args.lenient,
+      metricsPort: args["metrics-port"],
     });
     const stop = (signal: string) => {
       void server.shutdown(signal).then(() => process.exit(EXIT.ok));

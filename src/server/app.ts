@@ -22,6 +22,7 @@ import {
 } from "../api/errors.js";
 import { buildOpenAPIDocument } from "../api/openapi.js";
 import type { ModelMetadataList, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import { ServerMetrics } from "./metrics.js";
 import { validateRequest } from "../api/validate.js";
 import type { ModelRouter } from "../evaluator/router.js";
 import type { Logger } from "../logging/logger.js";
@@ -41,6 +42,10 @@ export interface ServerOptions {
   maxQueue?: number;
   /** Ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos (`serve --lenient`). */
   lenient?: boolean;
+  /** Where the server counts what it does; `GET /metrics` serves it unless `metricsRoute` is false. */
+  metrics?: ServerMetrics;
+  /** Serve `/metrics` on this app (the default), or not (it is served on a port of its own). */
+  metricsRoute?: boolean;
 }
 
 /** What a request did, for its log line. */
@@ -88,6 +93,9 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   const { evaluator, accounts, logger } = options;
   const limiter = options.limiter ?? new RateLimiter();
   const maxQueue = options.maxQueue ?? 64;
+  const metrics = options.metrics ?? new ServerMetrics();
+  metrics.maxQueue.set(maxQueue);
+  for (const name of evaluator.names()) metrics.modelLoaded.set({ model: name }, 1);
   let inFlight = 0;
   // Recent request time, for a 529's retry-after.
   let averageMs = 1000;
@@ -136,6 +144,12 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   app.addHook("onResponse", async (request, reply) => {
     const ms = reply.elapsedTime;
+    // Unknown paths count under one label, so a scanner cannot grow the series without bound.
+    const route = request.routeOptions.url ?? "unmatched";
+    metrics.requests.inc({ route, method: request.method, status: String(reply.statusCode) });
+    metrics.latency.observe({ route }, ms / 1000);
+    if (reply.statusCode === 429) metrics.rateLimited.inc({ account: request.info.account ?? "" });
+    if (reply.statusCode === 529) metrics.overloaded.inc({ account: request.info.account ?? "" });
     if (request.routeOptions.url === "/v1/systemone" && reply.statusCode === 200) averageMs = 0.8 * averageMs + 0.2 * ms;
     logger.info(
       { requestId: request.id, method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(ms), ...request.info },
@@ -200,6 +214,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       throw new OverloadedError(`Server overloaded: ${inFlight} requests in progress; retry shortly`, averageMs);
     }
     inFlight++;
+    metrics.inProgress.set(inFlight);
     const abort = new AbortController();
     // The response closes early only when the client goes away: stop spending on its request.
     reply.raw.on("close", () => {
@@ -212,6 +227,8 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       });
       limiter.settle(account.name, tokens, response.usage.input_tokens);
       request.info.inputTokens = response.usage.input_tokens;
+      metrics.inputTokens.inc({ model: response.model }, response.usage.input_tokens);
+      metrics.outputTokens.inc({ model: response.model }, response.usage.output_tokens);
       return reply.send(wantsLabelMass(request) ? withLabelMass(response, labelMass) : response);
     } catch (error) {
       // An upstream that refuses this server's own credentials is a gateway failure, not the caller's.
@@ -221,6 +238,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       throw error;
     } finally {
       inFlight--;
+      metrics.inProgress.set(inFlight);
     }
   });
 
@@ -233,6 +251,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   app.get("/openapi.json", async () => openapi);
   // `/health` too: the path other servers of this API (llama.cpp, SGLang) answer on.
   for (const url of ["/healthz", "/health"]) app.get(url, async () => ({ status: "ok", in_flight: inFlight }));
+  if (options.metricsRoute ?? true) app.get("/metrics", async (_request, reply) => metricsReply(metrics, reply));
 
   for (const [url, method] of Object.entries(V1_ROUTES)) {
     const others = ALL_METHODS.filter((m) => m !== method && !(method === "GET" && m === "HEAD"));
@@ -252,4 +271,10 @@ function withLabelMass(response: SystemOneResponse, mass: Record<string, number>
   if (!mass) return response;
   const answers = Object.fromEntries(Object.entries(response.answers).map(([name, a]) => [name, mass[name] === undefined ? a : { ...a, x_label_mass: mass[name] }]));
   return { ...response, answers: answers as SystemOneResponse["answers"] };
+}
+
+/** The Prometheus text of a server's metrics. */
+export async function metricsReply(metrics: ServerMetrics, reply: FastifyReply): Promise<FastifyReply> {
+  const { contentType, body } = await metrics.text();
+  return reply.type(contentType).send(body);
 }

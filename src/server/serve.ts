@@ -3,7 +3,9 @@ import type { FastifyInstance } from "fastify";
 import type { ModelRouter } from "../evaluator/router.js";
 import type { Logger } from "../logging/logger.js";
 import type { AccountStore } from "./accounts.js";
-import { buildServer, type ServerOptions } from "./app.js";
+import Fastify from "fastify";
+import { buildServer, metricsReply, type ServerOptions } from "./app.js";
+import { ServerMetrics } from "./metrics.js";
 
 export interface ServeOptions extends Omit<ServerOptions, "evaluator" | "accounts" | "logger"> {
   host: string;
@@ -13,19 +15,34 @@ export interface ServeOptions extends Omit<ServerOptions, "evaluator" | "account
   logger: Logger;
   /** How long SIGTERM waits for in-flight requests before exiting anyway. Default 30 s. */
   shutdownGraceMs?: number;
+  /** Serve `/metrics` on this port (same host) instead of the API's port. */
+  metricsPort?: number | undefined;
 }
 
 export interface RunningServer {
   app: FastifyInstance;
   url: string;
+  /** Where `/metrics` is scraped when it has a port of its own. */
+  metricsUrl?: string;
   /** Stops accepting, waits for in-flight requests (bounded), closes the models. */
   shutdown(reason: string): Promise<void>;
 }
 
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
   const { evaluator, accounts, logger } = options;
-  const app = buildServer(options);
+  const metrics = options.metrics ?? new ServerMetrics({ processMetrics: true });
+  const separate = options.metricsPort !== undefined;
+  const app = buildServer({ ...options, metrics, metricsRoute: !separate });
   const url = await app.listen({ host: options.host, port: options.port });
+  let scrape: FastifyInstance | undefined;
+  let metricsUrl: string | undefined;
+  if (separate) {
+    // Operators scrape from inside: the metrics stay off the public port.
+    scrape = Fastify({ logger: false });
+    scrape.get("/metrics", async (_request, reply) => metricsReply(metrics, reply));
+    metricsUrl = await scrape.listen({ host: options.host, port: options.metricsPort as number });
+    logger.info({ metricsUrl }, `metrics on ${metricsUrl}/metrics`);
+  }
   logger.info(
     { url, models: evaluator.names(), accounts: accounts.accounts.length },
     `listening on ${url} with ${evaluator.models().length} model names and ${accounts.accounts.length} accounts`,
@@ -38,10 +55,11 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       const timer = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), grace).unref());
       const outcome = await Promise.race([app.close().then(() => "drained" as const), timer]);
       if (outcome === "timeout") logger.warn({ graceMs: grace }, "shutdown grace period over; closing with requests still in flight");
+      await scrape?.close();
       await evaluator.close();
       logger.info({ outcome }, "stopped");
     })();
     return closing;
   };
-  return { app, url, shutdown };
+  return { app, url, ...(metricsUrl ? { metricsUrl } : {}), shutdown };
 }
