@@ -20,11 +20,12 @@ import { RegistryError } from "../models/registry.js";
 import { AccountsError } from "../server/accounts.js";
 import { JobError } from "../runner/job.js";
 import { SourceError } from "../runner/sources.js";
+import { BackendError } from "../engines/llama.js";
 import { JournalMismatchError } from "../runner/journal.js";
 import { PromptUnavailableError } from "../evaluator/router.js";
 
 /** Errors that mean the invocation, a file it names, or the input cannot be used: one line, exit 2. */
-const USAGE_ERRORS = [RegistryError, DownloadError, AccountsError, JobError, SourceError, QualityInputError, UsageError, JournalMismatchError, PromptUnavailableError];
+const USAGE_ERRORS = [BackendError, RegistryError, DownloadError, AccountsError, JobError, SourceError, QualityInputError, UsageError, JournalMismatchError, PromptUnavailableError];
 
 const COMMANDS = [runCommand, estimateCommand, usageCommand, assessCommand, calibrateCommand, thresholdsCommand, reportCommand, askCommand, modelsCommand, serveCommand, keysCommand, validateCommand, openapiCommand];
 

@@ -5,6 +5,9 @@ import { openLocalModel } from "../evaluator/factory.js";
 import { ModelRegistry } from "../models/registry.js";
 import { progressBar } from "./progress.js";
 import { numeric } from "./checks.js";
+import { GPU_CHOICES, type GpuChoice } from "../engines/llama.js";
+import { createLogger } from "../logging/logger.js";
+import { UsageError } from "./exit.js";
 
 export interface ModelArgs {
   model: string;
@@ -12,6 +15,7 @@ export interface ModelArgs {
   "models-file": string | undefined;
   threads: number | undefined;
   "context-size": number | undefined;
+  gpu: GpuChoice;
 }
 
 export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
@@ -29,12 +33,31 @@ export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
       defaultDescription: "$TYPED_EVAL_MODELS_FILE",
       describe: "a JSON model registry that extends the bundled one",
     })
+    .option("gpu", {
+      choices: GPU_CHOICES,
+      default: defaultGpu(),
+      defaultDescription: "$TYPED_EVAL_GPU, else auto",
+      describe: "llama.cpp backend: auto uses a GPU build when one loads and the CPU otherwise; off is the CPU",
+    })
     .option("threads", numeric("threads", { integer: true, min: 1, max: 1024 }, { describe: "CPU threads (default: every core)" }))
     .option("context-size", numeric("context-size", { integer: true, min: 64, max: 1_048_576 }, { describe: "tokens per sequence (default: the model's, at most 8192)" })) as Argv<T & ModelArgs>;
 }
 
+/** The default backend: `$TYPED_EVAL_GPU` when it names one, else auto. */
+export function defaultGpu(): GpuChoice {
+  const env = process.env["TYPED_EVAL_GPU"];
+  if (env === undefined || env === "") return "auto";
+  if ((GPU_CHOICES as readonly string[]).includes(env)) return env as GpuChoice;
+  throw new UsageError(`TYPED_EVAL_GPU=${env} is not a backend; use one of ${GPU_CHOICES.join(", ")}`);
+}
+
+/** One log line naming the backend a model runs on. */
+export function logBackend(backend: string, model: string): void {
+  createLogger().info({ backend, model }, `llama.cpp backend for ${model}: ${backend === "cpu" ? "CPU" : `${backend} (GPU, layers offloaded)`}`);
+}
+
 /** Loads the model the arguments name, downloading it with a progress bar on first use. */
-export async function openModelFromArgs(args: ModelArgs): Promise<ModelRouter> {
+export async function openModelFromArgs(args: ModelArgs, options: { announce?: boolean } = {}): Promise<ModelRouter> {
   const registry = ModelRegistry.load({ file: args["models-file"] });
   let bar: ReturnType<typeof progressBar> | undefined;
   const router = await openLocalModel({
@@ -43,6 +66,8 @@ export async function openModelFromArgs(args: ModelArgs): Promise<ModelRouter> {
     modelPath: args["model-path"],
     threads: args.threads,
     contextSize: args["context-size"],
+    gpu: args.gpu,
+    ...(options.announce ? { onBackend: logBackend } : {}),
     onProgress: (done, total) => {
       bar ??= progressBar(`downloading ${registry.resolve(args.model).name}`, "bytes");
       bar.update(done, total);

@@ -3,11 +3,14 @@ import type { CommandModule } from "yargs";
 import { pullModel, sha256File } from "../models/download.js";
 import { defaultModelsDir, ModelRegistry, versionedId } from "../models/registry.js";
 import { EXIT } from "./exit.js";
+import { GPU_CHOICES, probeBackend, type GpuChoice } from "../engines/llama.js";
+import { defaultGpu } from "./model-options.js";
 import { progressBar } from "./progress.js";
 
 interface ListArgs {
   "models-file": string | undefined;
   json: boolean;
+  gpu: GpuChoice;
 }
 
 interface PullArgs {
@@ -22,8 +25,9 @@ const listCommand: CommandModule<object, ListArgs> = {
   builder: (y) =>
     y
       .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
-      .option("json", { type: "boolean", default: false, describe: "print JSON" }),
-  handler: (args) => {
+      .option("json", { type: "boolean", default: false, describe: "print JSON" })
+      .option("gpu", { choices: GPU_CHOICES, default: defaultGpu(), defaultDescription: "$TYPED_EVAL_GPU, else auto", describe: "the backend choice to check" }),
+  handler: async (args) => {
     const registry = ModelRegistry.load({ file: args["models-file"] });
     const rows = registry.entries.map((entry) => {
       const file = registry.modelFile(entry);
@@ -47,6 +51,7 @@ const listCommand: CommandModule<object, ListArgs> = {
         `${r.id}  aliases: ${r.aliases.join(", ") || "-"}  $${r.price_per_million_input_tokens}/M input tokens  ${r.downloaded ? "downloaded" : "not downloaded"}\n  ${r.description}\n  ${r.file}\n`,
       );
     }
+    process.stdout.write(`llama.cpp backend with --gpu ${args.gpu}: ${await probeBackend(args.gpu)}\n`);
   },
 };
 

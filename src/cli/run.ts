@@ -146,7 +146,7 @@ export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" |
     evaluator = new RemoteEvaluator({ baseUrl, apiKey, timeoutMs: args.timeout * 1000, retry: { maxRetries: 0 } });
   } else {
     if (!entry) throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
-    evaluator = await openModelFromArgs({ ...args, model: job.model });
+    evaluator = await openModelFromArgs({ ...args, model: job.model }, { announce: true });
   }
   return { evaluator, entry };
 }

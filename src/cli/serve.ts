@@ -8,7 +8,7 @@ import { AccountStore } from "../server/accounts.js";
 import { startServer } from "../server/serve.js";
 import { EXIT, UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
-import { withModelOptions, type ModelArgs } from "./model-options.js";
+import { logBackend, withModelOptions, type ModelArgs } from "./model-options.js";
 import { accountsFileOption } from "./keys.js";
 import { progressBar } from "./progress.js";
 
@@ -81,6 +81,8 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
       threads: args.threads,
       contextSize: args["context-size"],
       sequences: args.sequences,
+      gpu: args.gpu,
+      onBackend: logBackend,
       onProgress: (done, total) => {
         bar ??= progressBar("downloading model", "bytes");
         bar.update(done, total);

@@ -29,8 +29,38 @@ import {
 } from "node-llama-cpp";
 import type { Engine, EngineStats, ScoreTask, Token } from "./engine.js";
 
+/** Which llama.cpp backend to load: a GPU one by name, the best available ("auto", falling back to the CPU), or the CPU ("off"). */
+export const GPU_CHOICES = ["auto", "cuda", "vulkan", "metal", "off"] as const;
+export type GpuChoice = (typeof GPU_CHOICES)[number];
+
+/** An explicitly named backend that cannot be loaded here. */
+export class BackendError extends Error {
+  override name = "BackendError";
+}
+
+/** The llama.cpp backend a choice gives on this machine: "cpu" or the GPU backend's name. */
+export async function probeBackend(gpu: GpuChoice): Promise<string> {
+  const llama = await loadLlama(gpu, 1);
+  const backend = llama.gpu === false ? "cpu" : llama.gpu;
+  await llama.dispose();
+  return backend;
+}
+
+async function loadLlama(gpu: GpuChoice, threads: number): Promise<Llama> {
+  try {
+    return await getLlama({ gpu: gpu === "off" ? false : gpu, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error });
+  } catch (error) {
+    throw new BackendError(
+      `--gpu ${gpu}: no ${gpu.toUpperCase()} build of llama.cpp can be loaded here (${(error as Error).name}: ${(error as Error).message.slice(0, 160)}). ` +
+        `Install it as the README says (GPU support), or use --gpu auto, which falls back to the CPU.`,
+    );
+  }
+}
+
 export interface LlamaEngineOptions {
   modelPath: string;
+  /** llama.cpp backend; default "auto" (a GPU when a GPU build loads, else the CPU). */
+  gpu?: GpuChoice;
   /** Tokens each sequence can hold; default: the model's training context, at most 8,192. */
   contextSize?: number;
   /** Requests in progress at once (context sequences); more wait in a FIFO. Default 4. */
@@ -140,13 +170,14 @@ export class LlamaEngine implements Engine {
     private readonly chunkTokens: number,
   ) {}
 
-  /** Loads a GGUF model on the CPU with the prebuilt binary (never building from source). */
+  /** Loads a GGUF model with a prebuilt llama.cpp binary (never building from source), on the backend `gpu` chooses. */
   static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
     const threads = options.threads ?? (Number(process.env["TYPED_EVAL_THREADS"]) || availableParallelism());
     const sequences = options.sequences ?? 4;
     const chunkTokens = options.chunkTokens ?? 512;
-    const llama = await getLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error });
-    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
+    const llama = await loadLlama(options.gpu ?? "auto", threads);
+    // On a GPU backend every layer that fits is offloaded; on the CPU none.
+    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
     const trained = model.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(trained, 8192);
     const context = await model.createContext({
@@ -159,6 +190,11 @@ export class LlamaEngine implements Engine {
     });
     const all = Array.from({ length: sequences }, () => context.getSequence());
     return new LlamaEngine(llama, model, context, new SequencePool(all), chunkTokens);
+  }
+
+  /** The backend this engine runs on: "cpu", "cuda", "vulkan" or "metal". */
+  get backend(): string {
+    return this.llama.gpu === false ? "cpu" : this.llama.gpu;
   }
 
   get contextSize(): number {

@@ -1,6 +1,6 @@
 /** Opens an embedded model from the registry: file (downloaded when missing), engine, evaluator. */
 import { existsSync, realpathSync, statSync } from "node:fs";
-import { LlamaEngine } from "../engines/llama.js";
+import { LlamaEngine, type GpuChoice } from "../engines/llama.js";
 import { cachedSha256, pullModel, type Progress } from "../models/download.js";
 import { basename } from "node:path";
 import { defaultModelsDir, RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
@@ -25,6 +25,10 @@ export interface OpenLocalOptions {
   sequences?: number | undefined;
   /** Tokens per sequence; default the model's context, at most 8,192. */
   contextSize?: number | undefined;
+  /** llama.cpp backend (default "auto": a GPU when a GPU build loads, else the CPU). */
+  gpu?: GpuChoice | undefined;
+  /** Told which backend each loaded model runs on, for the log. */
+  onBackend?: (backend: string, model: string) => void;
 }
 
 /** The default context per sequence: enough for most states, without reserving a 32k KV cache per sequence. */
@@ -90,8 +94,10 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     modelPath: file,
     contextSize: Math.min(entry.context_size, options.contextSize ?? DEFAULT_CONTEXT),
     ...(options.threads ? { threads: options.threads } : {}),
+    ...(options.gpu ? { gpu: options.gpu } : {}),
     ...(options.sequences ? { sequences: options.sequences } : {}),
   });
+  options.onBackend?.(engine.backend, entry.name);
   const template: ChatTemplate = entry.template ? (TEMPLATES[entry.template] as ChatTemplate) : detectTemplate(engine.chatTemplate);
   if (registryWeights) {
     return new LocalEvaluator(engine, {

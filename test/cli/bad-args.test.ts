@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import pLimit from "p-limit";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../support/cli.js";
+import { generatedModel, TINY } from "../support/models.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-badargs-"));
 const job = resolve("jobs/support-triage.json");
@@ -49,6 +50,8 @@ const cases: [string[], RegExp][] = [
   [["usage", job, "--project", "-3"], /--project takes a number of at least 0/],
   [["ask", "-q", job, "--state", join(dir, "missing.txt")], /cannot read the state .*no such file/],
   [["ask", "-q", job, "--threads", "-2"], /--threads/],
+  [["ask", "-q", job, "--gpu", "tpu"], /Invalid values:[\s\S]*gpu/],
+  [["ask", "-q", job, "--gpu", "cuda", "--model-path", generatedModel(TINY), "--state", job], /--gpu cuda: no CUDA build of llama\.cpp can be loaded here/],
   [["serve", "--port", "99999"], /--port takes a whole number from 0 to 65535/],
   [["serve", "--max-queue", "0"], /--max-queue/],
   [["serve", "--alias", "jev-latest"], /--alias takes NAME=MODEL, such as jev-latest=default/],
