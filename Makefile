@@ -47,9 +47,11 @@ unit: $(NPM_STAMP) $(BUILD_STAMP)
 test: typecheck unit
 
 # The long variants of the reliability tests (test/reliability): 100 kills, 100,000
-# fuzzed bodies, three minutes of load. About 30 minutes on two cores.
-soak: $(NPM_STAMP)
+# fuzzed bodies, three minutes of load; then the packed package installed and run.
+# About 30 minutes on two cores.
+soak: $(NPM_STAMP) $(BUILD_STAMP)
 	SOAK=1 npx vitest run test/reliability
+	PACKAGE_TEST=1 npx vitest run test/package
 
 # The main job: the bundled ticket-triage example unless DATA/JOB/OUT say otherwise.
 # The default model downloads on first use; offline, set MODEL_PATH to a local GGUF.
