@@ -1,5 +1,5 @@
 import { setFlagsFromString } from "node:v8";
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
 import { loadJob } from "../runner/job.js";
 import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
@@ -40,23 +40,28 @@ export function jobQuestions(path: string | undefined): { questions: QuestionInf
   return { questions: Object.entries(job.questions).map(([name, q]) => infoOf(name, q)), idField: job.id };
 }
 
+/** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
+function withGoldOptions<T>(y: Argv<T>) {
+  return y
+    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv, optionally .gz)" })
+    .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
+    .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field); default: read from the answers" })
+    .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
+    .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))
+    .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
+    .option("allow-unmatched", { type: "boolean", default: false, describe: "go on when some gold ids are not in the answers (they are reported)" });
+}
+
 /** `typed-eval assess`: how right a run's labels are, against a hand-labeled sample. */
 export const assessCommand: CommandModule<object, AssessArgs> = {
   command: "assess <answers>",
   describe: "Measure a run's answers against gold labels: accuracy, calibration, risk-coverage; gate on them",
   builder: (y) =>
-    y
-      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv, optionally .gz)" })
-      .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
-      .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field); default: read from the answers" })
-      .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
+    withGoldOptions(y)
       .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
       .option("html", { type: "string", describe: "write a self-contained HTML report here" })
       .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
-      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))
-      .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
-      .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
-      .option("allow-unmatched", { type: "boolean", default: false, describe: "assess even when some gold ids are not in the answers (they are reported)" }),
+      .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" }),
   handler: async (args) => {
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
@@ -98,16 +103,9 @@ export const thresholdsCommand: CommandModule<object, ThresholdArgs> = {
   command: "thresholds <answers>",
   describe: "Pick per-question review thresholds that reach a target accuracy on gold labels, with the coverage each gives",
   builder: (y) =>
-    y
-      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
-      .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
-      .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field)" })
-      .option("id-field", { type: "string", describe: "gold field holding the record id" })
+    withGoldOptions(y)
       .option("target-accuracy", numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }))
-      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap seed" }))
-      .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
-      .option("json", { type: "boolean", default: false, describe: "print JSON" })
-      .option("allow-unmatched", { type: "boolean", default: false, describe: "go on when some gold ids are not in the answers" }),
+      .option("json", { type: "boolean", default: false, describe: "print JSON" }),
   handler: async (args) => {
     favourSize();
     const target = args["target-accuracy"];
