@@ -115,7 +115,7 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
   const described = `${basename(file)}${engine.modelName ? ` (general.name: ${engine.modelName})` : ""}, sha256 ${(sha256 as string).slice(0, 16)}…, run with --model-path`;
   return new LocalEvaluator(engine, {
     id,
-    weights: `sha256:${sha256 as string}`,
+    weights: weightsOf(file, sha256),
     temperature: entry.temperature,
     template,
     metadata: [id, ...registry.namesOf(entry).filter((n) => n !== versionedId(entry))].map((name) => ({

@@ -37,6 +37,14 @@ import {
 } from "./metrics.js";
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 
+/** A copy of `a` at `length`, the new tail filled with `fill`. */
+function resized<T extends Float64Array | Int32Array>(a: T, length: number, fill: number): T {
+  const b = new (a.constructor as new (n: number) => T)(length);
+  b.fill(fill);
+  b.set(a);
+  return b;
+}
+
 /** Growable rows of k probabilities plus a gold class each. */
 export class Rows {
   n = 0;
@@ -50,25 +58,14 @@ export class Rows {
   }
   push(dist: readonly number[], y: number, mass: number): void {
     if (this.n === this.y.length) {
-      const grow = <T extends Float64Array | Int32Array>(a: T, make: (n: number) => T) => {
-        const b = make(a.length * 2);
-        b.set(a);
-        return b;
-      };
-      this.p = grow(this.p, (n) => new Float64Array(n));
-      this.y = grow(this.y, (n) => new Int32Array(n));
+      this.p = resized(this.p, this.p.length * 2, 0);
+      this.y = resized(this.y, this.y.length * 2, 0);
+      if (this.mass.length > 0) this.mass = resized(this.mass, this.y.length, -1);
     }
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
     if (mass >= 0 && this.mass.length === 0) this.mass = new Float64Array(this.y.length).fill(-1);
-    if (this.mass.length > 0) {
-      if (this.mass.length < this.y.length) {
-        const next = new Float64Array(this.y.length).fill(-1);
-        next.set(this.mass);
-        this.mass = next;
-      }
-      this.mass[this.n] = mass;
-    }
+    if (this.mass.length > 0) this.mass[this.n] = mass;
     this.n++;
   }
   scored(): Scored {

@@ -6,7 +6,8 @@
  */
 import { readFileSync } from "node:fs";
 import type { Answer, Question } from "../api/schema.js";
-import { answerDistribution, applyMap, fitData, fitMap, FITTED_METHODS, meanDistribution, priorMap, questionLabels, totalVariation, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import { applyMap, fitData, fitMap, FITTED_METHODS, meanDistribution, priorMap, totalVariation, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import { PriorEstimate } from "../runner/labels.js";
 import { QualityInputError, type QuestionInfo } from "./answers.js";
 import type { Rows } from "./assess.js";
 import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, seededRandom, topLabelConfidence, type Scored } from "./metrics.js";
@@ -130,24 +131,14 @@ export async function contextualMaps(
   questions: Record<string, Question>,
   ask: (state: string) => Promise<Record<string, Answer>>,
 ): Promise<{ maps: Record<string, FittedQuestion>; priors: Record<string, number[]> }> {
-  const sums = new Map<string, number[]>();
+  const prior = new PriorEstimate(questions);
   for (const state of CONTENT_FREE_STATES) {
     const answers = await ask(state);
-    for (const [name, q] of Object.entries(questions)) {
-      const a = answers[name];
-      if (!a) throw new QualityInputError(`the content-free request got no answer to ${name}`);
-      const p = answerDistribution(q, a);
-      const sum = sums.get(name) ?? new Array<number>(p.length).fill(0);
-      p.forEach((v, i) => (sum[i]! += v / CONTENT_FREE_STATES.length));
-      sums.set(name, sum);
-    }
+    const missing = Object.keys(questions).find((name) => !answers[name]);
+    if (missing !== undefined) throw new QualityInputError(`the content-free request got no answer to ${missing}`);
+    prior.add(answers);
   }
-  const maps: Record<string, FittedQuestion> = {};
-  for (const [name, prior] of sums) {
-    const q = questions[name] as Question;
-    maps[name] = priorMap({ type: q.type, labels: questionLabels(q) }, prior, "contextual");
-  }
-  return { maps, priors: Object.fromEntries(sums) };
+  return { maps: Object.fromEntries(prior.maps("contextual")), priors: prior.priors() };
 }
 
 /** How far a map moves the mean distribution of rows (n x k): total variation, before and after. */

@@ -386,20 +386,22 @@ export function calibrationError(confidence: Float64Array, correct: Uint8Array, 
   const n = confidence.length;
   const ones = new Float64Array(n).fill(1);
   const bin = Uint8Array.from(confidence, (c) => binOf(c, bins));
+  // One pass over the rows for every bin's count, confidence and accuracy sums.
+  const count = new Float64Array(bins);
+  const conf = new Float64Array(bins);
+  const acc = new Float64Array(bins);
+  for (let i = 0; i < n; i++) {
+    const b = bin[i] as number;
+    count[b]! += 1;
+    conf[b]! += confidence[i] as number;
+    acc[b]! += correct[i] as number;
+  }
   const out: Bin[] = [];
   let mce = 0;
   for (let b = 0; b < bins; b++) {
-    let count = 0;
-    let conf = 0;
-    let acc = 0;
-    for (let i = 0; i < n; i++) {
-      if (bin[i] !== b) continue;
-      count++;
-      conf += confidence[i] as number;
-      acc += correct[i] as number;
-    }
-    if (count > 0) mce = Math.max(mce, Math.abs(acc - conf) / count);
-    out.push({ lo: b / bins, hi: (b + 1) / bins, count, confidence: count ? conf / count : NaN, accuracy: count ? acc / count : NaN });
+    const c = count[b] as number;
+    if (c > 0) mce = Math.max(mce, Math.abs((acc[b] as number) - (conf[b] as number)) / c);
+    out.push({ lo: b / bins, hi: (b + 1) / bins, count: c, confidence: c ? (conf[b] as number) / c : NaN, accuracy: c ? (acc[b] as number) / c : NaN });
   }
   // Equal-mass bins: rows sorted by confidence, cut into `bins` runs of (nearly) equal size, as numpy's array_split does.
   const order = Int32Array.from({ length: n }, (_, i) => i).sort((a, b) => (confidence[a] as number) - (confidence[b] as number) || a - b);

@@ -8,6 +8,7 @@
  */
 import { createReadStream, existsSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { argmax } from "../evaluator/readout.js";
 import { isSummary, type UsageSummary } from "../runner/usage.js";
 import { readAnswers, type QuestionInfo } from "./answers.js";
 import { LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
@@ -63,12 +64,6 @@ function binIndex(x: number, lo: number, hi: number): number {
   return Math.min(BINS - 1, Math.max(0, Math.floor(((x - lo) / (hi - lo || 1)) * BINS)));
 }
 
-function argmaxOf(p: readonly number[]): number {
-  let best = 0;
-  for (let j = 1; j < p.length; j++) if ((p[j] as number) > (p[best] as number)) best = j;
-  return best;
-}
-
 interface Earlier {
   questions: QuestionInfo[];
   ids: Map<string, number>;
@@ -93,7 +88,7 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
       labels = next;
     }
     qs.forEach((q, j) => {
-      const label = argmaxOf(row.dist.get(q.name) as number[]);
+      const label = argmax(row.dist.get(q.name) as number[]);
       labels[r * qs.length + j] = label;
       counts[j]![label]! += 1;
     });
@@ -157,7 +152,7 @@ export async function runReport(answersPath: string, options: { questions?: Ques
     qs.forEach((q, j) => {
       const s = stats[j] as QuestionStats;
       const p = row.dist.get(q.name) as number[];
-      const label = argmaxOf(p);
+      const label = argmax(p);
       const confidence = p[label] as number;
       s.n++;
       s.label_counts[label]! += 1;

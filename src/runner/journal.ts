@@ -144,12 +144,10 @@ export class Journal {
 
   /**
    * Opens (or creates) a journal, dropping a half-written last line left by a
-   * crash, and returns what earlier runs finished.
-   */
-  /**
-   * `keep` is the current job's kept fields: records answered while the job
-   * kept others are marked in `done.staleKeep`, so the run journals their
-   * kept fields anew.
+   * crash, and returns what earlier runs finished. `input` binds the journal
+   * to one input (another is refused). `keep` is the current job's kept
+   * fields: records answered while the job kept others are marked in
+   * `done.staleKeep`, so the run journals their kept fields anew.
    */
   static async open(path: string, input?: string, keep: readonly string[] = []): Promise<{ journal: Journal; done: DoneIndex; runs: RunEntry[] }> {
     const done = new DoneIndex();

@@ -8,7 +8,8 @@
  * run can never write a review row twice.
  */
 import type { Answer, Question } from "../api/schema.js";
-import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type QuestionCalibration } from "../evaluator/calibration.js";
+import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import { fnv1a } from "./records.js";
 
 /** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
 export interface ReviewPolicy {
@@ -31,11 +32,7 @@ export function topLabelProbability(question: Question, answer: Answer): number 
 
 /** FNV-1a of a string to [0, 1): the audit sample depends only on the seed and the record, never on order or resumption. */
 export function unitHash(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
+  let h = fnv1a(text);
   // One more avalanche round: FNV's low bits mix poorly for short, similar keys.
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
@@ -91,13 +88,13 @@ export class PriorEstimate {
       this.sums.set(name, sum);
     }
   }
-  /** Batch calibration maps: each question's label prior divided out. */
-  maps(): CalibrationMaps {
+  /** Maps that divide out each question's label prior: batch calibration, or contextual when the answers were to content-free states. */
+  maps(method: Extract<Method, "batch" | "contextual"> = "batch"): CalibrationMaps {
     const out: CalibrationMaps = new Map();
     if (this.n === 0) return out;
     for (const [name, sum] of this.sums) {
       const q = this.questions[name] as Question;
-      out.set(name, priorMap({ type: q.type, labels: questionLabels(q) }, sum.map((s) => s / this.n), "batch"));
+      out.set(name, priorMap({ type: q.type, labels: questionLabels(q) }, sum.map((s) => s / this.n), method));
     }
     return out;
   }

@@ -82,14 +82,14 @@ export interface RowShape {
 const PLAIN: RowShape = { calibrated: new Set(), review: false };
 
 /** A question's CSV columns: its answer, then each option's or level's probability. */
-function questionColumns(name: string, question: Question, prefix = name): string[] {
+function questionColumns(name: string, question: Question): string[] {
   switch (question.type) {
     case "noul":
-      return [`${prefix}.noul`];
+      return [`${name}.noul`];
     case "choice":
-      return [`${prefix}.choice`, `${prefix}.confidence`, ...Object.keys(question.criteria).map((o) => `${prefix}.p.${o}`)];
+      return [`${name}.choice`, `${name}.confidence`, ...Object.keys(question.criteria).map((o) => `${name}.p.${o}`)];
     case "score":
-      return [`${prefix}.score`, `${prefix}.level`, `${prefix}.confidence`, ...question.criteria.map((_, k) => `${prefix}.p.${k}`)];
+      return [`${name}.score`, `${name}.level`, `${name}.confidence`, ...question.criteria.map((_, k) => `${name}.p.${k}`)];
     default:
       return assertNever(question);
   }

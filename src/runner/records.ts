@@ -67,12 +67,17 @@ export function parseShard(text: string): Shard {
 /** Whether a record belongs to a shard: FNV-1a of its key (id or line number) modulo the shard count. */
 export function inShard(shard: Shard | undefined, key: string): boolean {
   if (!shard || shard.count === 1) return true;
+  return fnv1a(key) % shard.count === shard.index - 1;
+}
+
+/** FNV-1a of a string's UTF-16 code units, as an unsigned 32-bit integer. */
+export function fnv1a(text: string): number {
   let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) {
-    h ^= key.charCodeAt(i);
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193) >>> 0;
   }
-  return h % shard.count === shard.index - 1;
+  return h;
 }
 
 /** What one input item becomes: left to another shard, unusable (with the error row's fields), or a request. */
