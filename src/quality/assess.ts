@@ -187,8 +187,8 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
   const { s, mass } = info.type === "noul" ? byScore(rows) : { s: rows.scored(), mass: rows.mass.length ? rows.mass.subarray(0, rows.n) : rows.mass };
   const pre = precompute(info.type, s);
   const ones = new Float64Array(s.n).fill(1);
-  const names = [...METRICS[info.type], ...METRICS.common];
-  const metrics = metricsOf(info.type, s, ones, pre, names);
+  // The type's own metrics here; the common ones (ECE, ACE, MCE, risk-coverage area) come from their own passes below.
+  const metrics = metricsOf(info.type, s, ones, pre, METRICS[info.type]);
   const cal = calibrationError(pre.confidence, pre.correct);
   const rc = riskCoverage(pre.confidence, pre.correct);
   metrics["ece"] = cal.ece;

@@ -384,7 +384,6 @@ export function eceFromBins(bin: Uint8Array, confidence: Float64Array, correct: 
 /** ECE, adaptive ECE, MCE and the reliability diagram's bins. */
 export function calibrationError(confidence: Float64Array, correct: Uint8Array, bins = ECE_BINS): Calibration {
   const n = confidence.length;
-  const ones = new Float64Array(n).fill(1);
   const bin = Uint8Array.from(confidence, (c) => binOf(c, bins));
   // One pass over the rows for every bin's count, confidence and accuracy sums.
   const count = new Float64Array(bins);
@@ -398,9 +397,13 @@ export function calibrationError(confidence: Float64Array, correct: Uint8Array, 
   }
   const out: Bin[] = [];
   let mce = 0;
+  let ece = 0;
   for (let b = 0; b < bins; b++) {
     const c = count[b] as number;
-    if (c > 0) mce = Math.max(mce, Math.abs((acc[b] as number) - (conf[b] as number)) / c);
+    if (c > 0) {
+      mce = Math.max(mce, Math.abs((acc[b] as number) - (conf[b] as number)) / c);
+      ece += Math.abs((acc[b] as number) - (conf[b] as number)) / n;
+    }
     out.push({ lo: b / bins, hi: (b + 1) / bins, count: c, confidence: c ? (conf[b] as number) / c : NaN, accuracy: c ? (acc[b] as number) / c : NaN });
   }
   // Equal-mass bins: rows sorted by confidence, cut into `bins` runs of (nearly) equal size, as numpy's array_split does.
@@ -421,7 +424,7 @@ export function calibrationError(confidence: Float64Array, correct: Uint8Array, 
     ace += Math.abs(acc - conf) / n;
     start += size;
   }
-  return { ece: eceFromBins(bin, confidence, correct, ones, bins), ace, mce, bins: out };
+  return { ece, ace, mce, bins: out };
 }
 
 /** Risk-coverage: rows ranked by confidence, most confident first. */
