@@ -108,6 +108,8 @@ abstract class RetryAfterError extends TypedEvalError {
   constructor(
     message: string,
     readonly retryAfterMs: number,
+    /** Whether the delay came from the server (`retry-after-ms`/`retry-after`) rather than a default. */
+    readonly serverDelay = true,
   ) {
     super(message);
   }
@@ -193,9 +195,9 @@ export function errorFromResponse(status: number, body: unknown, retryAfterMs: n
       return new UnprocessableEntityError(detail);
     }
     case 429:
-      return new RateLimitError(message, retryAfterMs ?? 1000);
+      return new RateLimitError(message, retryAfterMs ?? 1000, retryAfterMs !== undefined);
     case 529:
-      return new OverloadedError(message, retryAfterMs ?? 1000);
+      return new OverloadedError(message, retryAfterMs ?? 1000, retryAfterMs !== undefined);
     default:
       return new UpstreamError(status, message);
   }

@@ -46,7 +46,7 @@ function usageExit(err: unknown): void {
   // yargs rewraps what a `coerce` throws (our option checks) as a YError: also a usage error.
   if (USAGE_ERRORS.some((kind) => err instanceof kind) || (err instanceof Error && err.name === "YError")) {
     process.stderr.write(`typed-eval: ${(err as Error).message}\n`);
-    process.exit(EXIT.usage);
+    process.exit(err instanceof SourceError && err.absent ? EXIT.noInput : EXIT.usage);
   }
 }
 

@@ -5,7 +5,7 @@ import { basename, dirname, resolve } from "node:path";
 import type { Argv, CommandModule } from "yargs";
 import { TypedEvalError } from "../api/errors.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
-import { RemoteEvaluator } from "../evaluator/remote.js";
+import { endpointEvaluator } from "../evaluator/factory.js";
 import { createLogger, type Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError } from "../models/registry.js";
 import { estimateJob, describeEstimate } from "../runner/estimate.js";
@@ -21,7 +21,9 @@ import { runJob, type RunOptions } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
 import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
-import { EXIT, UsageError } from "./exit.js";
+import { EXIT, UsageError, type ExitCode } from "./exit.js";
+import { acquireLock, LockedError, type Lock } from "../runner/lock.js";
+import type { RunStatus } from "../runner/summary.js";
 import { folderFor } from "./files.js";
 import { numeric } from "./checks.js";
 import { isStdin } from "./input.js";
@@ -53,6 +55,9 @@ interface RunArgs extends JobArgs {
   "dry-run": boolean;
   "max-retries": number;
   "max-failures-in-a-row": number;
+  "max-error-rate": number;
+  "summary-json": string | undefined;
+  grace: number;
   calibration: string | undefined;
   "force-calibration": boolean;
   "review-below": number | undefined;
@@ -95,13 +100,19 @@ function shardText(value: unknown): string {
   return String(value);
 }
 
-/** What `run` and `estimate` both set up: job, source, evaluator, price, shard. */
-export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args)) {
+/**
+ * What `run` and `estimate` both set up: job, source, evaluator, price, shard.
+ * `beforeModel` runs once the input is open and the flags are checked, before
+ * a model is loaded (or downloaded).
+ */
+export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args), beforeModel?: () => void) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
   let source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
   if (args.limit !== undefined) source = firstRecords(source, args.limit);
   if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
+  checkBaseUrl(args["base-url"]);
+  beforeModel?.();
   const { evaluator, entry } = await openEvaluator(args, job, logger);
   // An embedded model knows its price (0 for a file the registry does not know); a remote one costs the hosted price unless told.
   const price = args.price ?? evaluator.pricePerMillion?.(job.model) ?? (args["base-url"] ? 0.042 : entry?.price_per_million_input_tokens ?? 0.042);
@@ -135,20 +146,23 @@ export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" |
   const entry = registry.find(job.model);
   let evaluator: Evaluator;
   const baseUrl = args["base-url"];
-  if (baseUrl !== undefined) {
-    // An empty value is a mistake (an unset variable in `--base-url $TYPED_EVAL_BASE_URL`), never "use the embedded model".
-    if (baseUrl.trim() === "") throw new UsageError("--base-url is empty (is the variable it came from set?): pass an endpoint such as https://host, or leave the flag out to use the embedded model");
-    if (!/^https?:\/\/[^/]/i.test(baseUrl)) throw new UsageError(`--base-url takes an http:// or https:// URL, not ${JSON.stringify(baseUrl)}`);
-  }
+  checkBaseUrl(baseUrl);
   if (baseUrl) {
     const apiKey = process.env[args["api-key-env"]];
     if (!apiKey) logger.warn({ env: args["api-key-env"] }, `$${args["api-key-env"]} is not set: sending requests without an API key`);
-    evaluator = new RemoteEvaluator({ baseUrl, apiKey, timeoutMs: args.timeout * 1000, retry: { maxRetries: 0 } });
+    evaluator = endpointEvaluator({ baseUrl, apiKey, timeoutMs: args.timeout * 1000 });
   } else {
     if (!entry) throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
     evaluator = await openModelFromArgs({ ...args, model: job.model }, { announce: true });
   }
   return { evaluator, entry };
+}
+
+function checkBaseUrl(baseUrl: string | undefined): void {
+  if (baseUrl === undefined) return;
+  // An empty value is a mistake (an unset variable in `--base-url $TYPED_EVAL_BASE_URL`), never "use the embedded model".
+  if (baseUrl.trim() === "") throw new UsageError("--base-url is empty (is the variable it came from set?): pass an endpoint such as https://host, or leave the flag out to use the embedded model");
+  if (!/^https?:\/\/[^/]/i.test(baseUrl)) throw new UsageError(`--base-url takes an http:// or https:// URL, not ${JSON.stringify(baseUrl)}`);
 }
 
 /**
@@ -213,6 +227,9 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option("journal", { type: "string", describe: "the resumable run state (default: <output>.journal)" })
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
       .option("max-retries", numeric("max-retries", { integer: true, min: 0, max: 100 }, { default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }))
+      .option("max-error-rate", numeric("max-error-rate", { min: 0, max: 1 }, { default: 0, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" }))
+      .option("summary-json", { type: "string", describe: "also write the usage summary (with the run's status) here, whatever the outcome: e.g. /airflow/xcom/return.json" })
+      .option("grace", numeric("grace", { min: 0 }, { default: 30, describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)" }))
       .option("max-failures-in-a-row", numeric("max-failures-in-a-row", { integer: true, min: 1 }, { default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" }))
       .option("calibration", { type: "string", describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers" })
       .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
@@ -229,6 +246,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
     // the same speed (bench/RESULTS.md).
     setFlagsFromString("--optimize-for-size");
     const logger = createLogger();
+    let lock: Lock | undefined;
     try {
       // Where everything goes, checked before a model is loaded or downloaded.
       if (isStdin(args.input)) args.input = "-";
@@ -249,7 +267,10 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const job = readJob(args);
       const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
       const shaping = args["dry-run"] || args["print-prompt"] ? undefined : outputPolicy(args, job, sidecar, answersFormat, logger);
-      const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job);
+      const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job, () => {
+        // One run per journal, refused at once (before a model loads) while another holds it.
+        if (!args["dry-run"] && !args["print-prompt"]) lock = acquireLock(`${journalPath}.lock`);
+      });
       try {
         shaping?.verify(evaluator);
       } catch (error) {
@@ -272,54 +293,110 @@ export const runCommand: CommandModule<object, RunArgs> = {
       }
       const bar = process.stderr.isTTY ? progressBar("records", "bytes") : undefined;
       let lastLog = 0;
-      const result = await runJob({
-        job,
-        jobName: args.job,
-        source,
-        evaluator,
-        journalPath,
-        answers: { target: target(output), format: answersFormat },
-        errors: target(errorsPath),
-        usage: output === "-" ? undefined : target(`${output}.usage.json`),
-        output: shaping?.policy,
-        inputId: args.input === "-" ? "stdin" : isS3(args.input) ? args.input : resolve(args.input),
-        limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps, concurrency }),
-        concurrency,
-        shard,
-        pricePerMillion: price,
-        maxRetries: args["max-retries"],
-        maxFailuresInARow: args["max-failures-in-a-row"],
-        logger,
-        onProgress: (p) => {
-          const note = `${p.read} read, ${p.answered} answered, ${p.failed} failed, ${p.resumed} resumed, ${p.inputTokens.toLocaleString("en-US")} tokens, $${p.costUsd.toFixed(4)}`;
-          if (bar) bar.update(p.bytes, p.totalBytes, note);
-          else if (Date.now() - lastLog > 10_000) {
-            lastLog = Date.now();
-            logger.info({ progress: p }, note);
-          }
-        },
-      });
-      bar?.finish();
-      await evaluator.close();
+      // SIGTERM (a scheduler's stop, a pod's eviction) and SIGINT (Ctrl-C): take no new records, let those in flight
+      // finish within --grace, journal them, exit resumable. A second signal stops at once.
+      const stop = new AbortController();
+      let signalled: NodeJS.Signals | undefined;
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (signalled) process.exit(EXIT.aborted);
+        signalled = signal;
+        logger.warn({ signal, grace_seconds: args.grace }, `${signal}: finishing the records in flight (at most ${args.grace} s), then stopping; rerun the same command to resume`);
+        stop.abort();
+      };
+      process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
+      let result: Awaited<ReturnType<typeof runJob>>;
+      try {
+        result = await runJob({
+          job,
+          jobName: args.job,
+          source,
+          evaluator,
+          journalPath,
+          answers: { target: target(output), format: answersFormat },
+          errors: target(errorsPath),
+          usage: output === "-" ? undefined : target(`${output}.usage.json`),
+          summaryJson: args["summary-json"] === undefined ? undefined : target(args["summary-json"]),
+          output: shaping?.policy,
+          inputId: args.input === "-" ? "stdin" : isS3(args.input) ? args.input : resolve(args.input),
+          limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps }),
+          concurrency,
+          shard,
+          pricePerMillion: price,
+          maxRetries: args["max-retries"],
+          timeoutMs: args.timeout * 1000,
+          maxFailuresInARow: args["max-failures-in-a-row"],
+          maxErrorRate: args["max-error-rate"],
+          stop: stop.signal,
+          graceMs: args.grace * 1000,
+          logger,
+          onProgress: (p) => {
+            const pace = p.pace < 1 ? `, pace ${(p.pace * 100).toFixed(0)}%` : "";
+            const note = `${p.read} read, ${p.answered} answered, ${p.failed} failed, ${p.resumed} resumed, ${p.inputTokens.toLocaleString("en-US")} tokens, $${p.costUsd.toFixed(4)}${pace}`;
+            if (bar) bar.update(p.bytes, p.totalBytes, note);
+            else if (Date.now() - lastLog > 10_000) {
+              lastLog = Date.now();
+              logger.info({ progress: p }, note);
+            }
+          },
+        });
+      } finally {
+        process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+        bar?.finish();
+        await evaluator.close();
+      }
+      const code = exitCodeOf(result.status, signalled);
       if (result.aborted) {
-        const what = result.exitCode === EXIT.usage ? "stopped: bad input" : "aborted";
-        process.stderr.write(`typed-eval: ${what}: ${result.aborted}\nNo output was written. Finished records are kept in ${journalPath}; fix the cause and rerun the same command to resume.\n`);
-        process.exitCode = result.exitCode;
+        const what = { stopped: "stopped", "bad-input": "stopped: bad input", "no-input": "stopped: no input", "all-failed": "stopped: every record fails", aborted: "aborted", done: "", failures: "" }[result.status];
+        const next = result.status === "all-failed" ? "fix the cause (the failed records are kept in the journal) and rerun the same command" : "rerun the same command to resume";
+        process.stderr.write(`typed-eval: ${what}: ${result.aborted}\nNo output was written. Finished records are kept in ${journalPath}; ${next}. Exit ${code}.\n`);
+        process.stderr.write(`${describeUsage(result.summary)}\n`);
+        process.exitCode = code;
         return;
       }
-      if (result.summary.records.read === 0) logger.warn({ input: args.input }, "the input holds no records: check that it is the file you meant");
+      if (result.status === "no-input") logger.warn({ input: args.input }, `the input holds no records: check that it is the file you meant (exit ${EXIT.noInput})`);
       process.stderr.write(`${describeUsage(result.summary)}\n`);
       const review = result.summary.review;
       process.stderr.write(`answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}${review ? `; review: ${review.file} (${review.below_threshold} below threshold, ${review.audit} audit)` : ""}\n`);
-      process.exitCode = result.exitCode;
+      process.exitCode = code;
     } catch (error) {
+      if (error instanceof LockedError) {
+        process.stderr.write(`typed-eval: ${error.message}\n`);
+        process.exitCode = EXIT.locked;
+        return;
+      }
       if (error instanceof TypedEvalError) {
         process.stderr.write(`typed-eval: ${error.message}\n`);
         process.exitCode = EXIT.aborted;
         return;
       }
       throw error;
+    } finally {
+      lock?.release();
     }
   },
 };
+
+/** The exit code a scheduler acts on, from how the run ended (and the signal that stopped it). */
+export function exitCodeOf(status: RunStatus, signal?: NodeJS.Signals): ExitCode {
+  switch (status) {
+    case "done":
+      return EXIT.ok;
+    case "failures":
+      return EXIT.partial;
+    case "bad-input":
+      return EXIT.usage;
+    case "aborted":
+      return EXIT.aborted;
+    case "all-failed":
+      return EXIT.allFailed;
+    case "no-input":
+      return EXIT.noInput;
+    case "stopped":
+      return signal === "SIGINT" ? EXIT.interrupted : EXIT.terminated;
+    default: {
+      const never: never = status;
+      throw new Error(`unknown run status ${String(never)}`);
+    }
+  }
+}
 

@@ -9,6 +9,14 @@ export interface EvaluateOptions {
   signal?: AbortSignal;
   /** Attempt number of a retried request (sent upstream as X-Service-Retry-Count). */
   retryCount?: number;
+  /**
+   * Exactly one attempt: the caller retries (the batch runner, whose limiter
+   * and pacing every attempt must pass). Without it a remote evaluator follows
+   * the client retry convention by itself.
+   */
+  once?: boolean;
+  /** Per attempt, for evaluators that wait on a network; overrides their own default. */
+  timeoutMs?: number;
 }
 
 /** A response plus what the wire format has no field for. */
@@ -25,6 +33,8 @@ export interface Evaluator {
    * request over the token limits would get.
    */
   estimateInputTokens(request: SystemOneRequest): number;
+  /** Whether `estimateInputTokens` is exact for a model (its own tokenizer) or an approximation (a remote endpoint). */
+  exactTokenCounts(model: string): boolean;
   /** Answers every question of a valid request; throws a `TypedEvalError` for anything else. */
   evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation>;
   /**
@@ -45,4 +55,14 @@ export interface Evaluator {
   /** The names this evaluator accepts in `model`, for listings. */
   models(): ModelMetadata[];
   close(): Promise<void>;
+}
+
+/** Several models behind one evaluator, each selected by any of its names: what the server serves. */
+export interface ModelSet extends Evaluator {
+  /** Every name accepted in `model`, sorted. */
+  names(): string[];
+  /** The evaluator a name selects, if any (two names select the same model when this returns the same evaluator). */
+  lookup(name: string): Evaluator | undefined;
+  /** The evaluator a name selects; a 422 naming the valid names when none. */
+  route(model: string): Evaluator;
 }

@@ -8,7 +8,7 @@ import { LocalEvaluator } from "./local.js";
 import { detectTemplate, TEMPLATES, type ChatTemplate } from "./prompt.js";
 import type { ModelEntry } from "../models/registry.js";
 import type { Evaluator } from "./evaluator.js";
-import { RemoteEvaluator } from "./remote.js";
+import { RemoteEvaluator, type RemoteOptions } from "./remote.js";
 import { ModelRouter } from "./router.js";
 
 export interface OpenLocalOptions {
@@ -34,19 +34,23 @@ export interface OpenLocalOptions {
 /** The default context per sequence: enough for most states, without reserving a 32k KV cache per sequence. */
 export const DEFAULT_CONTEXT = 8192;
 
+/**
+ * Every remote evaluator is built here, whether from `--base-url` or a
+ * registry entry. Retries: on its own it follows the client convention of
+ * spec section 7 (`ask`, `serve` forwarding); the batch runner asks it for one
+ * attempt at a time (`EvaluateOptions.once`) and retries through its limiter.
+ */
+export function endpointEvaluator(options: RemoteOptions): RemoteEvaluator {
+  return new RemoteEvaluator(options);
+}
+
 /** A remote registry entry as an evaluator; its key comes from the environment variable the entry names. */
-export function remoteEvaluator(registry: ModelRegistry, entry: ModelEntry, retry?: Partial<import("../api/retry.js").RetryPolicy>): RemoteEvaluator {
+export function remoteEvaluator(registry: ModelRegistry, entry: ModelEntry): RemoteEvaluator {
   const apiKey = entry.api_key_env ? process.env[entry.api_key_env] : undefined;
   if (entry.api_key_env && !apiKey) {
     throw new RegistryError(`model ${entry.name} reads its API key from $${entry.api_key_env}, which is not set`);
   }
-  return new RemoteEvaluator({
-    baseUrl: entry.base_url as string,
-    apiKey,
-    model: entry.remote_model ?? entry.name,
-    metadata: registry.metadata(entry),
-    ...(retry ? { retry } : {}),
-  });
+  return endpointEvaluator({ baseUrl: entry.base_url as string, apiKey, model: entry.remote_model ?? entry.name, metadata: registry.metadata(entry) });
 }
 
 /** Opens every named model (local ones loaded, remote ones as clients) behind one router. */

@@ -88,6 +88,10 @@ export class LocalEvaluator implements Evaluator {
     return `${parts.join("\n")}\n`;
   }
 
+  exactTokenCounts(): boolean {
+    return true;
+  }
+
   estimateInputTokens(request: SystemOneRequest): number {
     const prepared = this.prepare(request);
     this.prepared.set(request, prepared);

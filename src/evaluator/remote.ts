@@ -132,19 +132,24 @@ export class RemoteEvaluator implements Evaluator {
    * (English text runs 3.5-4.5 characters per token for current BPE
    * vocabularies; code and non-Latin text run fewer).
    */
+  exactTokenCounts(): boolean {
+    return false;
+  }
+
   estimateInputTokens(request: SystemOneRequest): number {
     const chars = JSON.stringify(request.state).length + JSON.stringify(request.questions).length;
     return Math.ceil(chars / (this.options.charsPerToken ?? 4));
   }
 
-  private async attempt(request: SystemOneRequest, retryCount: number, signal: AbortSignal | undefined): Promise<Attempt> {
+  private async attempt(request: SystemOneRequest, retryCount: number, options: EvaluateOptions): Promise<Attempt> {
+    const { signal } = options;
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": USER_AGENT };
     if (this.options.apiKey) headers["authorization"] = `Bearer ${this.options.apiKey}`;
     if (retryCount > 0) headers["x-service-retry-count"] = String(retryCount);
     const body = JSON.stringify({ ...request, model: this.options.model ?? request.model });
     let res: Reply;
     try {
-      res = await post(this.url, this.agent, headers, body, this.options.timeoutMs ?? 60_000, signal);
+      res = await post(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? 60_000, signal);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const code = (error as NodeJS.ErrnoException).code;
@@ -175,9 +180,9 @@ export class RemoteEvaluator implements Evaluator {
     const sleep = this.options.sleep ?? defaultSleep;
     const first = options.retryCount ?? 0;
     for (let attempt = 0; ; attempt++) {
-      const result = await this.attempt(request, first + attempt, options.signal);
+      const result = await this.attempt(request, first + attempt, options);
       if (result.ok) return { response: result.response };
-      if (!result.retry || attempt >= this.policy.maxRetries) throw result.error;
+      if (options.once || !result.retry || attempt >= this.policy.maxRetries) throw result.error;
       await sleep(retryDelayMs(attempt, result.headers, this.policy, this.options.random), options.signal);
     }
   }

@@ -1,7 +1,7 @@
 /** Routes each request to the evaluator of the model it names; unknown names are a 422 listing the valid ones. */
 import { UnprocessableEntityError } from "../api/errors.js";
 import type { ModelMetadata, SystemOneRequest } from "../api/schema.js";
-import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+import type { EvaluateOptions, Evaluation, Evaluator, ModelSet } from "./evaluator.js";
 
 export interface Route {
   /** Every name that selects this evaluator: aliases and versioned ids. */
@@ -22,7 +22,7 @@ export class PromptUnavailableError extends Error {
   }
 }
 
-export class ModelRouter implements Evaluator {
+export class ModelRouter implements ModelSet {
   private readonly byName = new Map<string, Evaluator>();
   private readonly evaluators: Evaluator[];
   private readonly aliases: ModelMetadata[] = [];
@@ -95,6 +95,10 @@ export class ModelRouter implements Evaluator {
 
   pricePerMillion(model: string): number | undefined {
     return this.route(model).pricePerMillion?.(model);
+  }
+
+  exactTokenCounts(model: string): boolean {
+    return this.route(model).exactTokenCounts(model);
   }
 
   estimateInputTokens(request: SystemOneRequest): number {

@@ -1,11 +1,10 @@
 /**
  * `typed-eval estimate` and `run --dry-run`: read the input, build every
  * request, count tokens (exactly with a local model's tokenizer; for remote
- * models the documented approximation of RemoteEvaluator), and report
+ * models the documented approximation of the remote evaluator), and report
  * requests, tokens, cost and the time the limits allow. No model is called.
  */
 import type { Evaluator } from "../evaluator/evaluator.js";
-import { RemoteEvaluator } from "../evaluator/remote.js";
 import type { Job } from "./job.js";
 import { prepareItem, type Shard } from "./records.js";
 import type { Source } from "./sources.js";
@@ -37,7 +36,7 @@ export interface EstimateOptions {
 export async function estimateJob(options: EstimateOptions): Promise<Estimate> {
   const { job, source, evaluator } = options;
   const seen = new Set<string>();
-  const exact = !(evaluator instanceof RemoteEvaluator);
+  const exact = evaluator.exactTokenCounts(job.model);
   const e: Estimate = { records: 0, invalid: 0, otherShards: 0, requests: 0, duplicates: 0, inputTokens: 0, costUsd: 0, seconds: 0, exact };
   for await (const item of source.items) {
     e.records++;

@@ -1,33 +1,26 @@
 /**
- * The batch job: stream records, turn each into a request, skip what an
- * earlier run finished, send identical requests once, pace every attempt
- * through the limiter, journal each finished record, then write the outputs
- * and the usage summary from the journal.
+ * The batch job: stream records (loop.ts), turn each into a request
+ * (records.ts), skip what an earlier run finished (the journal), send
+ * identical requests once (dedup.ts), pace and retry every attempt
+ * (send.ts, limiter.ts), journal each finished record, then write the outputs
+ * and the usage summary from the journal (summary.ts).
  */
 import { setMaxListeners } from "node:events";
-import pLimit from "p-limit";
-import {
-  AuthenticationError,
-  OverloadedError,
-  PermissionDeniedError,
-  RateLimitError,
-  RequestTimeoutError,
-  TypedEvalError,
-  UpstreamError,
-  UpstreamUnavailableError,
-} from "../api/errors.js";
-import { backoffMs, DEFAULT_RETRY } from "../api/retry.js";
-import type { Answer, SystemOneRequest, Usage } from "../api/schema.js";
-import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
+import { TypedEvalError } from "../api/errors.js";
+import type { Usage } from "../api/schema.js";
+import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
+import { Dedup } from "./dedup.js";
 import type { Job } from "./job.js";
 import { Journal, type AnswerEntry, type ErrorEntry } from "./journal.js";
 import type { RunLimiter } from "./limiter.js";
+import { forEachBounded } from "./loop.js";
 import { writeOutputs, type OutputFormat, type OutputPolicy, type OutputTarget } from "./outputs.js";
-import { totalVariation } from "../evaluator/calibration.js";
 import { prepareItem, type Shard } from "./records.js";
+import { AbortRun, Sender, type Outcome } from "./send.js";
 import { SourceError, type Source, type SourceItem } from "./sources.js";
-import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
+import { FailureWatch, runSummary, statusOf, type RunStatus } from "./summary.js";
+import { costOf, type UsageSummary } from "./usage.js";
 
 /** How often a run journals what it has spent: a kill -9 loses at most this much of its request and time counts. */
 export const SPEND_INTERVAL_MS = 2000;
@@ -41,6 +34,8 @@ export interface RunProgress {
   costUsd: number;
   bytes: number;
   totalBytes: number | undefined;
+  /** The share of the configured limits the endpoint's signals allow now (1: the limits themselves). */
+  pace: number;
 }
 
 export interface RunOptions {
@@ -53,20 +48,31 @@ export interface RunOptions {
   errors: OutputTarget;
   /** Where the usage summary JSON goes, if anywhere. */
   usage?: OutputTarget | undefined;
+  /** A second copy of the summary for a scheduler (`--summary-json`), written whatever the outcome. */
+  summaryJson?: OutputTarget | undefined;
   limiter: RunLimiter;
   concurrency: number;
   shard?: Shard | undefined;
   pricePerMillion: number;
-  /** Attempts per record beyond the first, for 408, 429, 5xx and unreachable upstreams. */
-  maxRetries?: number;
+  /** Attempts per record beyond the first, for 408, 429, 5xx and unreachable upstreams. Default 6. */
+  maxRetries?: number | undefined;
+  /** Per attempt, for remote endpoints. */
+  timeoutMs?: number | undefined;
   /** Responses kept for identical requests later in the run. */
-  dedupCache?: number;
+  dedupCache?: number | undefined;
   /**
    * Records in a row that may fail on the endpoint's side (5xx, timeouts,
    * resets, invalid answers, after their retries) before the run aborts as
    * resumable instead of filling the errors file. Default 50.
    */
-  maxFailuresInARow?: number;
+  maxFailuresInARow?: number | undefined;
+  /** The share of records that may fail with the run still a success. Default 0. */
+  maxErrorRate?: number | undefined;
+  /** The first this-many finished records all failing for one reason stop the run (status all-failed). Default 20. */
+  earlyFailures?: number | undefined;
+  /** Stop taking records (SIGTERM, SIGINT): what is in flight finishes within `graceMs`, the journal keeps it, the run is resumable. */
+  stop?: AbortSignal | undefined;
+  graceMs?: number | undefined;
   logger: Logger;
   onProgress?: (progress: RunProgress) => void;
   /** The input the journal belongs to (a resolved path, an S3 location, "stdin"); a journal of another input is refused. */
@@ -77,52 +83,30 @@ export interface RunOptions {
 
 export interface RunResult {
   summary: UsageSummary;
-  /** 0 all answered, 1 some failed, 2 the input is unreadable past some point, 3 aborted and resumable. */
-  exitCode: 0 | 1 | 2 | 3;
+  status: RunStatus;
+  /** Why the run stopped before the end, when it did. */
   aborted?: string;
 }
 
-/** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
-class AbortRun extends Error {
-  override name = "AbortRun";
-}
-
-type Outcome = { ok: true; evaluation: Evaluation } | { ok: false; error: ErrorEntry["type"]; status: number; message: string };
-
-/** A bounded map that forgets the oldest entries. */
-class Lru<K, V> {
-  private readonly map = new Map<K, V>();
-  constructor(private readonly capacity: number) {}
-  get(key: K): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
-    }
-    return value;
-  }
-  set(key: K, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as K);
-  }
+/** The first records all failed for one reason: nothing later will do better. */
+class AllFailed extends Error {
+  override name = "AllFailed";
 }
 
 export async function runJob(options: RunOptions): Promise<RunResult> {
   const { job, source, evaluator, limiter, logger } = options;
-  const maxRetries = options.maxRetries ?? 6;
   // Part of every record's done key: a rerun on other weights or another endpoint answers again.
   const identity = evaluator.identity(job.model);
   const started = Date.now();
   const { journal, done, runs } = await Journal.open(options.journalPath, options.inputId, job.keep ?? []);
-  const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0, inputTokens: 0 };
+  const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
   const abort = new AbortController();
   // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
   setMaxListeners(Math.max(10, options.concurrency * 2 + 10), abort.signal);
-  const inFlight = new Map<string, Promise<Outcome>>();
-  // Kept as JSON text: a parsed answer graph costs about 7 KB of heap, its text under 1 KB.
-  const answered = new Lru<string, { seq: number; json: string }>(options.dedupCache ?? 50_000);
-  const recall = (hit: { json: string }) => JSON.parse(hit.json) as { model: string; answers: Record<string, Answer> };
+  const sender = new Sender({ evaluator, limiter, maxRetries: options.maxRetries ?? 6, timeoutMs: options.timeoutMs, signal: abort.signal });
+  const sent = sender.counts;
+  const dedup = new Dedup(options.dedupCache ?? 50_000);
+  const watch = new FailureWatch(options.earlyFailures ?? 20);
 
   const report = () =>
     options.onProgress?.({
@@ -131,15 +115,22 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       failed: stats.failed,
       resumed: stats.resumed,
       inputTokens: stats.inputTokens,
-      costUsd: costOf(stats.inputTokens + stats.wastedInput, options.pricePerMillion),
+      costUsd: costOf(stats.inputTokens + sent.wastedInput, options.pricePerMillion),
       bytes: source.progress().bytes,
       totalBytes: source.progress().total,
+      pace: limiter.paceReport().current,
     });
 
   const fail = (item: { seq: number; line: number; source: string }, id: string, status: number, type: string, message: string, h?: string) => {
     const entry: ErrorEntry = { k: "error", seq: item.seq, line: item.line, source: item.source, id, status, type, message, ...(h ? { h } : {}) };
     journal.append(entry);
     stats.failed++;
+    const reason = watch.failed(status, type, message);
+    if (reason) throw new AllFailed(reason);
+  };
+  const succeeded = () => {
+    stats.answered++;
+    watch.answered();
   };
 
   // An endpoint that fails every record is down, not picky: stop, and let a rerun resume, rather than
@@ -150,44 +141,6 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     if (outcome.ok) failuresInARow = 0;
     else if ((outcome.status === 0 || outcome.status === 408 || outcome.status >= 500) && ++failuresInARow >= maxInARow) {
       throw new AbortRun(`the endpoint failed ${failuresInARow} records in a row with nothing answered between them (the last: ${outcome.message})`);
-    }
-  };
-
-  /** One request, with retries; every attempt goes through the limiter. */
-  const send = async (request: SystemOneRequest, estimate: number): Promise<Outcome> => {
-    for (let attempt = 0; ; attempt++) {
-      abort.signal.throwIfAborted();
-      try {
-        const evaluation = await limiter.schedule(estimate, () => {
-          stats.requests++;
-          if (attempt > 0) stats.retries++;
-          return evaluator.evaluate(request, { retryCount: attempt, signal: abort.signal });
-        });
-        await limiter.settle(estimate, evaluation.response.usage.input_tokens);
-        return { ok: true, evaluation };
-      } catch (error) {
-        if (abort.signal.aborted) throw abort.signal.reason;
-        if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
-          throw new AbortRun(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
-        }
-        const typed = error instanceof TypedEvalError ? error : undefined;
-        const retryable = !!typed && typed.retryable;
-        if (!retryable || attempt >= maxRetries) {
-          if (error instanceof UpstreamUnavailableError && error.unreachable) {
-            throw new AbortRun(`the endpoint is unreachable (${error.message})`);
-          }
-          return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
-        }
-        if (error instanceof RateLimitError || error instanceof OverloadedError) {
-          // Slow the whole run down rather than retrying in lockstep.
-          if (error instanceof RateLimitError) stats.rateLimited++;
-          else stats.overloaded++;
-          limiter.pause(error.retryAfterMs > 0 && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs ? error.retryAfterMs : backoffMs(attempt));
-        } else {
-          if (error instanceof UpstreamError || error instanceof RequestTimeoutError) stats.wastedInput += estimate;
-          await new Promise((resolve) => setTimeout(resolve, backoffMs(attempt)));
-        }
-      }
     }
   };
 
@@ -206,21 +159,17 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
     const zero: Usage = { input_tokens: 0, output_tokens: 0 };
 
-    const earlier = answered.get(hash);
+    const earlier = dedup.earlier(hash);
     if (earlier) {
-      const { model, answers } = recall(earlier);
-      journal.append({ k: "answer", ...base, model, answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
-      stats.answered++;
-      return;
+      journal.append({ k: "answer", ...base, model: earlier.model, answers: earlier.answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
+      return succeeded();
     }
-    const pending = inFlight.get(hash);
+    const pending = dedup.pending(hash);
     if (pending) {
-      const outcome = await pending;
+      const outcome = await pending.outcome;
       if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-      const first = answered.get(hash);
-      journal.append({ k: "answer", ...base, model: outcome.evaluation.response.model, answers: outcome.evaluation.response.answers, usage: zero, ...(first ? { dedup_of: first.seq } : {}) });
-      stats.answered++;
-      return;
+      journal.append({ k: "answer", ...base, model: outcome.evaluation.response.model, answers: outcome.evaluation.response.answers, usage: zero, dedup_of: pending.seq });
+      return succeeded();
     }
     let estimate: number;
     try {
@@ -229,76 +178,67 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       const typed = error instanceof TypedEvalError ? error : undefined;
       return fail(item, id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
     }
-    const attempt = send(request, estimate);
-    inFlight.set(hash, attempt);
-    try {
-      const outcome = await attempt;
-      endpointFailed(outcome);
-      if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-      const { response, labelMass } = outcome.evaluation;
-      journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });
-      answered.set(hash, { seq: item.seq, json: JSON.stringify({ model: response.model, answers: response.answers }) });
-      stats.answered++;
-      stats.inputTokens += response.usage.input_tokens;
-    } finally {
-      inFlight.delete(hash);
-    }
+    const outcome = await dedup.track(hash, item.seq, () => sender.send(request, estimate));
+    endpointFailed(outcome);
+    if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
+    const { response, labelMass } = outcome.evaluation;
+    journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });
+    dedup.remember(hash, item.seq, response);
+    stats.inputTokens += response.usage.input_tokens;
+    succeeded();
   };
 
-  // Records are read only as fast as they are processed: at most 2 x concurrency in hand.
-  const limit = pLimit(options.concurrency);
-  const slots = options.concurrency * 2;
-  let freed: (() => void) | undefined;
   let aborted: string | undefined;
-  let badInput = false;
-  const tasks = new Set<Promise<void>>();
+  let status: RunStatus | undefined;
   // What this run spent, journaled as it goes: a killed run's requests and time are not lost.
   const spent = { at: started, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
   const journalSpending = (final = false) => {
     const now = Date.now();
-    if (!final && stats.requests === spent.requests) return;
+    if (!final && sent.requests === spent.requests) return;
     journal.append({
       k: "run",
       started: new Date(started).toISOString(),
       seconds: (now - spent.at) / 1000,
-      requests: stats.requests - spent.requests,
-      retries: stats.retries - spent.retries,
-      rate_limited: stats.rateLimited - spent.rateLimited,
-      overloaded: stats.overloaded - spent.overloaded,
-      wasted_input_tokens: stats.wastedInput - spent.wastedInput,
+      requests: sent.requests - spent.requests,
+      retries: sent.retries - spent.retries,
+      rate_limited: sent.rateLimited - spent.rateLimited,
+      overloaded: sent.overloaded - spent.overloaded,
+      wasted_input_tokens: sent.wastedInput - spent.wastedInput,
     });
-    Object.assign(spent, { at: now, requests: stats.requests, retries: stats.retries, rateLimited: stats.rateLimited, overloaded: stats.overloaded, wastedInput: stats.wastedInput });
+    Object.assign(spent, { at: now, ...sent });
   };
   const timer = setInterval(report, 500);
   const spendTimer = setInterval(() => journalSpending(), SPEND_INTERVAL_MS);
-  try {
-    for await (const item of source.items) {
-      if (aborted) break;
-      while (limit.activeCount + limit.pendingCount >= slots) await new Promise<void>((resolve) => (freed = resolve));
-      const task = limit(() => processItem(item))
-        .catch((error: unknown) => {
-          if (error instanceof AbortRun) {
-            aborted ??= error.message;
-            abort.abort(error);
-          } else if (!abort.signal.aborted) {
-            aborted ??= `internal error: ${(error as Error).message}`;
-            abort.abort(error);
-            logger.error({ err: error }, "record processing failed");
-          }
-        })
-        .finally(() => {
-          tasks.delete(task);
-          freed?.();
-        });
-      tasks.add(task);
+  const stopWith = (why: string, as: RunStatus, error: unknown) => {
+    if (aborted === undefined) {
+      aborted = why;
+      status = as;
     }
-    await Promise.all(tasks);
-  } catch (error) {
-    // The source itself failed (a CSV syntax error, invalid UTF-8, a gzip or network error): stop, keep what finished.
-    badInput = !aborted && error instanceof SourceError;
-    aborted ??= (error as Error).message;
     abort.abort(error);
-    await Promise.allSettled(tasks);
+  };
+  try {
+    const end = await forEachBounded(source.items, options.concurrency, processItem, {
+      stop: options.stop,
+      graceMs: options.graceMs,
+      halted: () => aborted !== undefined,
+      onTaskError: (error) => {
+        if (error instanceof AbortRun) stopWith(error.message, "aborted", error);
+        else if (error instanceof AllFailed) stopWith(error.message, "all-failed", error);
+        else if (!abort.signal.aborted) {
+          stopWith(`internal error: ${(error as Error).message}`, "aborted", error);
+          logger.error({ err: error }, "record processing failed");
+        }
+      },
+      onSourceError: (error) => {
+        // The source itself failed (a CSV syntax error, invalid UTF-8, a gzip or network error): stop, keep what finished.
+        stopWith((error as Error).message, error instanceof SourceError ? (error.absent ? "no-input" : "bad-input") : "aborted", error);
+      },
+      onGraceOver: () => abort.abort(new Error("the grace period ran out")),
+    }).catch(() => "halted" as const);
+    if (end === "stopped" && aborted === undefined) {
+      aborted = "stopped by a signal: the records in flight finished and are kept";
+      status = "stopped";
+    }
   } finally {
     clearInterval(timer);
     clearInterval(spendTimer);
@@ -309,59 +249,41 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   journalSpending(true);
   journal.close();
   await limiter.stop();
-
-  const summary = emptySummary(job.model, options.pricePerMillion);
-  summary.model_identity = identity;
-  if (options.jobName) summary.job = options.jobName;
-  summary.input = source.name;
-  summary.output = options.answers.target.describe;
-  summary.records.read = stats.read;
-  summary.records.resumed = stats.resumed;
-  summary.records.other_shards = stats.otherShards;
-  summary.this_run = {
-    started: new Date(started).toISOString(),
-    seconds,
-    records: { read: stats.read, answered: stats.answered, failed: stats.failed, resumed: stats.resumed },
-    requests: { sent: stats.requests, retries: stats.retries, rate_limited: stats.rateLimited, overloaded: stats.overloaded },
-    tokens: { input: stats.inputTokens, wasted_input: stats.wastedInput },
-    cost_usd: costOf(stats.inputTokens + stats.wastedInput, options.pricePerMillion),
+  const base = {
+    job,
+    jobName: options.jobName,
+    identity,
+    price: options.pricePerMillion,
+    input: source.name,
+    output: options.answers.target.describe,
+    runs,
+    thisRun: { started, seconds, stats, sent, pace: limiter.paceReport() },
   };
-  for (const run of [...runs, { seconds, requests: stats.requests, retries: stats.retries, rate_limited: stats.rateLimited, overloaded: stats.overloaded, wasted_input_tokens: stats.wastedInput }]) {
-    summary.requests.sent += run.requests;
-    summary.requests.retries += run.retries;
-    summary.requests.rate_limited += run.rate_limited;
-    summary.requests.overloaded += run.overloaded;
-    summary.tokens.wasted_input += run.wasted_input_tokens;
-    summary.seconds += run.seconds;
+  let summary: UsageSummary;
+  if (aborted !== undefined) {
+    // Outputs are not written for a run that stopped early: they would look complete. The journal keeps the work.
+    summary = runSummary(base, undefined, status ?? "aborted");
+  } else {
+    const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
+    status = statusOf(stats.read, written, options.maxErrorRate ?? 0);
+    const shaping = options.output;
+    summary = runSummary(
+      base,
+      {
+        written,
+        calibrationSource: shaping?.calibrationSource ?? (shaping?.calibration === "batch" ? "batch" : "file"),
+        reviewFile: shaping?.review ? (shaping.reviewFile ?? shaping.review.target.describe) : undefined,
+      },
+      status,
+    );
+    if (options.usage) await writeJson(options.usage, summary);
   }
-  if (aborted) {
-    // Outputs are not written for an aborted run: they would look complete. The journal keeps the work.
-    summary.records.answered = stats.answered + stats.resumed;
-    summary.records.failed = stats.failed;
-    summary.tokens.input = stats.inputTokens;
-    return { summary: finish(summary), exitCode: badInput ? 2 : 3, aborted };
-  }
-  const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
-  if (written.calibration) {
-    const shares = written.shares;
-    summary.calibration = {
-      source: options.output?.calibrationSource ?? (options.output?.calibration === "batch" ? "batch" : "file"),
-      questions: Object.fromEntries(
-        [...written.calibration].map(([name, c]) => [name, { method: c.method, temperature: c.temperature, bias: c.bias, moved: shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0 }]),
-      ),
-    };
-  }
-  if (options.output?.review) summary.review = { file: options.output.reviewFile ?? options.output.review.target.describe, below_threshold: written.review, audit: written.audit };
-  summary.records.answered = written.answered;
-  summary.records.failed = written.failed;
-  summary.records.deduplicated = written.deduplicated;
-  summary.tokens.input = written.inputTokens;
-  summary.tokens.output = written.outputTokens;
-  finish(summary);
-  if (options.usage) {
-    const out = options.usage.open();
-    out.stream.write(`${JSON.stringify(summary, null, 2)}\n`);
-    await out.commit();
-  }
-  return { summary, exitCode: written.failed > 0 ? 1 : 0 };
+  if (options.summaryJson) await writeJson(options.summaryJson, summary);
+  return { summary, status: status ?? "aborted", ...(aborted !== undefined ? { aborted } : {}) };
+}
+
+async function writeJson(target: OutputTarget, value: unknown): Promise<void> {
+  const out = target.open();
+  out.stream.write(`${JSON.stringify(value, null, 2)}\n`);
+  await out.commit();
 }

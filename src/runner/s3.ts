@@ -72,7 +72,7 @@ export async function openS3Source(location: string, format: Format, client: S3C
       const listed = await keysUnder(client, bucket, key);
       objects = listed.keys;
       if (listed.markers.length > 0) onNote?.(`skipped ${listed.markers.length} marker object${listed.markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`, listed.markers);
-      if (objects.length === 0) throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`);
+      if (objects.length === 0) throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`, { absent: true });
     } else {
       const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
       objects = [{ key, size: head.ContentLength ?? 0 }];
@@ -80,7 +80,8 @@ export async function openS3Source(location: string, format: Format, client: S3C
   } catch (error) {
     if (error instanceof SourceError) throw error;
     const e = error as Error & { name: string };
-    throw new SourceError(`cannot read ${location}: ${e.name === "NotFound" || e.name === "NoSuchKey" ? "no such key" : e.message}`);
+    const missing = e.name === "NotFound" || e.name === "NoSuchKey";
+    throw new SourceError(`cannot read ${location}: ${missing ? "no such key" : e.message}`, { absent: missing });
   }
   const counter = { bytes: 0 };
   const total = objects.reduce((sum, o) => sum + o.size, 0);

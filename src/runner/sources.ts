@@ -30,6 +30,12 @@ export interface Source {
 
 export class SourceError extends Error {
   override name = "SourceError";
+  /** The input is not there at all (no such file, key or objects under a prefix): a scheduler may map this to "skipped". */
+  readonly absent: boolean;
+  constructor(message: string, options: { absent?: boolean } = {}) {
+    super(message);
+    this.absent = options.absent ?? false;
+  }
 }
 
 /** The format a location implies: `.csv` (or `.csv.gz`) is CSV, anything else JSONL. */
@@ -273,7 +279,7 @@ export function openLocalSource(location: string, format: Format): Source {
       total = stat.size;
     } catch (error) {
       if (error instanceof SourceError) throw error;
-      throw new SourceError(`cannot read input ${location}: ${(error as Error).message}`);
+      throw new SourceError(`cannot read input ${location}: ${(error as Error).message}`, { absent: (error as NodeJS.ErrnoException).code === "ENOENT" });
     }
     stream = createReadStream(location);
   }

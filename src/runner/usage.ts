@@ -6,6 +6,8 @@
 export interface UsageSummary {
   /** Schema marker, so `usage` can refuse other JSON. */
   kind: "typed-eval.usage";
+  /** How the run ended (see RunStatus): done, failures, all-failed, no-input, bad-input, aborted, stopped. */
+  status?: string;
   job?: string;
   input?: string;
   output?: string;
@@ -44,6 +46,8 @@ export interface UsageSummary {
     requests: { sent: number; retries: number; rate_limited: number; overloaded: number };
     tokens: { input: number; wasted_input: number };
     cost_usd: number;
+    /** The pace the endpoint's signals allowed, as a share of the configured limits (1: the limits themselves). */
+    pace?: { lowest: number; mean: number; seconds_below_limit: number; cuts: number };
   };
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
@@ -93,7 +97,8 @@ export function describe(s: UsageSummary): string {
     ` (${r.deduplicated} deduplicated, ${r.resumed} from an earlier run), ${r.failed} failed` +
     (r.other_shards ? `, ${r.other_shards} left to other shards` : "");
   const t = s.this_run;
-  const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s` : undefined;
+  const pace = t?.pace && t.pace.cuts > 0 ? `; pace cut ${t.pace.cuts} times, lowest ${(t.pace.lowest * 100).toFixed(0)}%, mean ${(t.pace.mean * 100).toFixed(0)}% of the limits, ${t.pace.seconds_below_limit.toFixed(1)} s below them` : "";
+  const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s${pace}` : undefined;
   const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`;
   return [head, ...(now ? [now] : []), all].join("\n");
 }

@@ -24,7 +24,7 @@ import { buildOpenAPIDocument } from "../api/openapi.js";
 import type { ModelMetadataList, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { ServerMetrics } from "./metrics.js";
 import { validateRequest } from "../api/validate.js";
-import type { ModelRouter } from "../evaluator/router.js";
+import type { ModelSet } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import { limitsOf, type Account, type AccountStore } from "./accounts.js";
 import { parseJsonBody } from "../api/json.js";
@@ -32,7 +32,7 @@ import { MAX_BODY_BYTES } from "../api/limits.js";
 import { RateLimiter } from "./ratelimit.js";
 
 export interface ServerOptions {
-  evaluator: ModelRouter;
+  evaluator: ModelSet;
   accounts: AccountStore;
   logger: Logger;
   limiter?: RateLimiter;

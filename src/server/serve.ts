@@ -1,6 +1,6 @@
 /** Runs the API server until SIGTERM or SIGINT, then drains in-flight requests (bounded) and exits 0. */
 import type { FastifyInstance } from "fastify";
-import type { ModelRouter } from "../evaluator/router.js";
+import type { ModelSet } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AccountStore } from "./accounts.js";
 import Fastify from "fastify";
@@ -10,7 +10,7 @@ import { ServerMetrics } from "./metrics.js";
 export interface ServeOptions extends Omit<ServerOptions, "evaluator" | "accounts" | "logger"> {
   host: string;
   port: number;
-  evaluator: ModelRouter;
+  evaluator: ModelSet;
   accounts: AccountStore;
   logger: Logger;
   /** How long SIGTERM waits for in-flight requests before exiting anyway. Default 30 s. */

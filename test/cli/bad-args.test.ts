@@ -45,7 +45,6 @@ const cases: [string[], RegExp][] = [
   [["run", data], /Missing required argument: job/],
   [["run", data, "--job", job, "-o", data], /is the input itself/],
   [["estimate", data, "--job", job, "--rpm", "0"], /--rpm takes a number above 0/],
-  [["estimate", join(dir, "missing.jsonl"), "--job", job], /cannot read input/],
   [["usage", job], /is not a typed-eval usage summary/],
   [["usage", job, "--project", "-3"], /--project takes a number of at least 0/],
   [["ask", "-q", job, "--state", join(dir, "missing.txt")], /cannot read the state .*no such file/],
@@ -68,6 +67,15 @@ const cases: [string[], RegExp][] = [
 ];
 
 describe("bad arguments", () => {
+  it("an absent input exits 6 (a scheduler maps it to skipped), with one line", async () => {
+    for (const command of ["estimate", "run"]) {
+      const r = await runCli([command, join(dir, "missing.jsonl"), "--job", job], { cwd: dir, env });
+      expect(r.stderr).toMatch(/cannot read input .*missing\.jsonl: ENOENT/);
+      expect(r.code).toBe(6);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
+  }, 60_000);
+
   it(`each of ${cases.length} mistakes exits 2 with one clear line and no stack trace`, async () => {
     const limit = pLimit(4);
     const results = await Promise.all(cases.map(([args]) => limit(() => runCli(args, { cwd: dir, env }))));

@@ -155,9 +155,9 @@ describe("inputs that cannot be read past some point: exit 2, no output, work ke
 });
 
 describe("inputs that are not there", () => {
-  it("a missing file, a directory: exit 2 before anything runs", async () => {
+  it("a missing file (exit 6, input absent), a directory (exit 2): before anything runs", async () => {
     const missing = await cli(["run", "nope.jsonl", "--job", "job.json", "-o", "x.jsonl"]);
-    expect(missing.code).toBe(2);
+    expect(missing.code).toBe(6);
     expect(missing.stderr).toMatch(/cannot read input nope\.jsonl: ENOENT/);
     mkdirSync(join(dir, "adir"), { recursive: true });
     const directory = await cli(["run", "adir", "--job", "job.json", "-o", "x.jsonl"]);
@@ -166,10 +166,10 @@ describe("inputs that are not there", () => {
     expect(existsSync(join(dir, "x.jsonl"))).toBe(false);
   }, 60_000);
 
-  it("an empty file: exit 0 with empty outputs and a warning", async () => {
+  it("an empty file: exit 6 with empty outputs and a warning", async () => {
     writeFileSync(join(dir, "empty.jsonl"), "");
     const r = await cli(["run", "empty.jsonl", "--job", "job.json", "-o", "empty.out.jsonl"]);
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(6);
     expect(r.stderr).toMatch(/the input holds no records/);
     expect(readFileSync(join(dir, "empty.out.jsonl"), "utf8")).toBe("");
   }, 60_000);

@@ -184,7 +184,7 @@ describe("runner against a faulty upstream", () => {
     writeFileSync(jobPath, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null } } } }));
     const out = join(dir, "out.jsonl");
     const started = Date.now();
-    const r = await runCli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--timeout", "0.4", "--max-retries", "4", "--concurrency", "16"], {
+    const r = await runCli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--timeout", "0.4", "--max-retries", "4", "--concurrency", "16", "--rpm", "12000"], {
       cwd: dir,
       env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k" },
     });

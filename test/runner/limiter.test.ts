@@ -20,7 +20,7 @@ function busiestWindow(starts: { at: number; weight: number }[], windowMs: numbe
 
 describe("RunLimiter under fake timers", () => {
   it("never starts more than the requests per minute in any minute, and keeps the pace", async () => {
-    const limiter = new RunLimiter({ requestsPerMinute: 120, tokensPerSecond: 1e9, concurrency: 50 });
+    const limiter = new RunLimiter({ requestsPerMinute: 120, tokensPerSecond: 1e9 });
     const starts: { at: number; weight: number }[] = [];
     const jobs = Array.from({ length: 400 }, () => limiter.schedule(10, async () => void starts.push({ at: Date.now(), weight: 1 })));
     await vi.advanceTimersByTimeAsync(220_000);
@@ -34,7 +34,7 @@ describe("RunLimiter under fake timers", () => {
   });
 
   it("never starts more than the tokens per second in any second", async () => {
-    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1000, concurrency: 100 });
+    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1000 });
     const starts: { at: number; weight: number }[] = [];
     const weights = Array.from({ length: 300 }, (_, i) => 50 + ((i * 37) % 200));
     const jobs = weights.map((w) => limiter.schedule(w, async () => void starts.push({ at: Date.now(), weight: w })));
@@ -51,14 +51,13 @@ describe("RunLimiter under fake timers", () => {
   });
 
   it("counts a reconciled underestimate against the window", async () => {
-    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1000, concurrency: 10 });
+    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1000 });
     const starts: number[] = [];
     const first = limiter.schedule(100, async () => void starts.push(Date.now()));
     await vi.advanceTimersByTimeAsync(10);
     await first;
-    const settled = limiter.settle(100, 1000); // it really used a whole second's worth
+    limiter.settle(100, 1000); // it really used a whole second's worth
     await vi.advanceTimersByTimeAsync(10);
-    await settled;
     const next = limiter.schedule(100, async () => void starts.push(Date.now()));
     await vi.advanceTimersByTimeAsync(2000);
     await next;
@@ -66,9 +65,9 @@ describe("RunLimiter under fake timers", () => {
     await limiter.stop();
   });
 
-  it("pauses every new attempt after a 429 until the delay passes", async () => {
-    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1e9, concurrency: 10 });
-    limiter.pause(5000);
+  it("holds every new attempt after a 429 until the delay passes", async () => {
+    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1e9 });
+    limiter.hold(5000);
     const starts: number[] = [];
     const jobs = [1, 2, 3].map(() => limiter.schedule(1, async () => void starts.push(Date.now())));
     await vi.advanceTimersByTimeAsync(10_000);
@@ -77,20 +76,33 @@ describe("RunLimiter under fake timers", () => {
     await limiter.stop();
   });
 
-  it("bounds the requests in flight", async () => {
-    const limiter = new RunLimiter({ requestsPerMinute: 1e6, tokensPerSecond: 1e9, concurrency: 3 });
-    let running = 0;
-    let most = 0;
-    const jobs = Array.from({ length: 20 }, () =>
-      limiter.schedule(1, async () => {
-        most = Math.max(most, ++running);
-        await new Promise((r) => setTimeout(r, 100));
-        running--;
-      }),
-    );
-    await vi.advanceTimersByTimeAsync(5000);
+  it("takes units from Bottleneck in leases, not one job per request", async () => {
+    const limiter = new RunLimiter({ requestsPerMinute: 1e12, tokensPerSecond: 1e15 });
+    let ran = 0;
+    const jobs = Array.from({ length: 5000 }, () => limiter.schedule(1000, async () => void ran++));
+    await vi.advanceTimersByTimeAsync(1000);
     await Promise.all(jobs);
-    expect(most).toBe(3);
+    expect(ran).toBe(5000);
+    // Two windows, each leasing a batch at a time: a handful of Bottleneck jobs, not 10,000.
+    expect(limiter.leases).toBeLessThan(100);
+    await limiter.stop();
+  });
+
+  it("spaces requests at the pace's share of the limits once the endpoint signals overload", async () => {
+    const limiter = new RunLimiter({ requestsPerMinute: 6000, tokensPerSecond: 1e9 });
+    // A window of 529s: the pace falls to a quarter.
+    for (let i = 0; i < 20; i++) limiter.observe("overloaded");
+    await vi.advanceTimersByTimeAsync(300);
+    for (let i = 0; i < 20; i++) limiter.observe("overloaded");
+    const pace = limiter.paceReport().current;
+    expect(pace).toBe(0.25);
+    const starts: number[] = [];
+    const t0 = Date.now();
+    const jobs = Array.from({ length: 50 }, () => limiter.schedule(1, async () => void starts.push(Date.now() - t0)));
+    await vi.advanceTimersByTimeAsync(60_000);
+    await Promise.all(jobs);
+    // 100 requests/s at the limit, 25/s at the pace (it recovers as windows stay clean, so no slower than that).
+    expect(busiestWindow(starts.map((at) => ({ at, weight: 1 })), 1000)).toBeLessThanOrEqual(26);
     await limiter.stop();
   });
 });

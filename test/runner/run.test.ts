@@ -185,12 +185,12 @@ describe("typed-eval run", () => {
     expect(cli(["run", input, "--job", jobPath(), "--dry-run"]).stdout).toMatch(/requests: +8 \(2 duplicates/);
   });
 
-  it("exits 2 for a bad job file or a missing input, reading no record", () => {
+  it("exits 2 for a bad job file and 6 for a missing input, reading no record", () => {
     const bad = cli(["run", "nope.jsonl", "--job", file("bad-job.json", '{"questions": {}}')]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/questions: Dictionary should have at least 1 item/);
     const missing = cli(["run", "nope.jsonl", "--job", jobPath()]);
-    expect(missing.code).toBe(2);
+    expect(missing.code).toBe(6);
     expect(missing.stderr).toMatch(/cannot read input nope\.jsonl/);
   });
 });

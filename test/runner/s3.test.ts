@@ -89,11 +89,11 @@ describe("S3", () => {
     expect(text.split("\n").filter(Boolean)).toHaveLength(1500);
   }, 120_000);
 
-  it("reads a zero-byte object as an empty input", async () => {
+  it("reads a zero-byte object as an empty input: exit 6, an empty output", async () => {
     await put("in/empty.jsonl", "");
     const out = join(dir, "empty.jsonl");
     const r = await cli(["run", "s3://data/in/empty.jsonl", "--job", jobFile(), "-o", out]);
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(6);
     expect(r.stderr).toMatch(/holds no records/);
     const { readFileSync } = await import("node:fs");
     expect(readFileSync(out, "utf8")).toBe("");
@@ -113,9 +113,9 @@ describe("S3", () => {
     expect(readFileSync(out, "utf8").split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id).sort()).toEqual(["s20", "s21", "s22"]);
   }, 60_000);
 
-  it("says clearly when a key does not exist, exit 2", async () => {
+  it("says clearly when a key does not exist, exit 6 (input absent)", async () => {
     const r = await cli(["run", "s3://data/in/missing.jsonl", "--job", jobFile(), "-o", join(dir, "m.jsonl")]);
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(6);
     expect(r.stderr).toMatch(/cannot read s3:\/\/data\/in\/missing\.jsonl: no such key/);
   }, 60_000);
 });

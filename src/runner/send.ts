@@ -1,0 +1,124 @@
+/**
+ * Sending one request: the run's only retry layer. Every attempt passes the
+ * limiter (hold, pace, windows) and carries the run's timeout; the evaluator
+ * is asked for exactly one attempt, whichever way it was built.
+ */
+import {
+  AuthenticationError,
+  OverloadedError,
+  PermissionDeniedError,
+  RateLimitError,
+  RequestTimeoutError,
+  TypedEvalError,
+  UpstreamError,
+  UpstreamUnavailableError,
+} from "../api/errors.js";
+import { backoffMs, DEFAULT_RETRY } from "../api/retry.js";
+import type { SystemOneRequest } from "../api/schema.js";
+import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
+import type { ErrorEntry } from "./journal.js";
+import type { RunLimiter } from "./limiter.js";
+import type { AttemptOutcome } from "./pacing.js";
+
+/** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
+export class AbortRun extends Error {
+  override name = "AbortRun";
+}
+
+export type Outcome = { ok: true; evaluation: Evaluation } | { ok: false; error: ErrorEntry["type"]; status: number; message: string };
+
+/** What the run sent, as counted at the wire. */
+export interface SendCounts {
+  requests: number;
+  retries: number;
+  rateLimited: number;
+  overloaded: number;
+  wastedInput: number;
+}
+
+export interface SenderOptions {
+  evaluator: Evaluator;
+  limiter: RunLimiter;
+  /** Attempts per record beyond the first, for 408, 429, 5xx and unreachable upstreams. */
+  maxRetries: number;
+  /** Per attempt, for remote endpoints. */
+  timeoutMs?: number | undefined;
+  signal: AbortSignal;
+  /** For tests: the jitter. */
+  random?: () => number;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    signal.throwIfAborted();
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** How an error reads to the pace. */
+function outcomeOf(error: unknown): AttemptOutcome {
+  if (error instanceof RateLimitError) return error.serverDelay ? "held" : "throttled";
+  if (error instanceof OverloadedError) return "overloaded";
+  return "failed";
+}
+
+export class Sender {
+  readonly counts: SendCounts = { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+
+  constructor(private readonly options: SenderOptions) {}
+
+  /** One request, with retries; every attempt goes through the limiter. */
+  async send(request: SystemOneRequest, estimate: number): Promise<Outcome> {
+    const { evaluator, limiter, signal, maxRetries } = this.options;
+    const counts = this.counts;
+    const random = this.options.random ?? Math.random;
+    for (let attempt = 0; ; attempt++) {
+      signal.throwIfAborted();
+      if (attempt > 0) await limiter.retryPermit(signal);
+      try {
+        const evaluation = await limiter.schedule(
+          estimate,
+          () => {
+            counts.requests++;
+            if (attempt > 0) counts.retries++;
+            return evaluator.evaluate(request, { retryCount: attempt, signal, once: true, ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}) });
+          },
+          signal,
+        );
+        limiter.observe("ok");
+        limiter.settle(estimate, evaluation.response.usage.input_tokens);
+        return { ok: true, evaluation };
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
+          throw new AbortRun(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
+        }
+        limiter.observe(outcomeOf(error));
+        if (error instanceof RateLimitError) counts.rateLimited++;
+        else if (error instanceof OverloadedError) counts.overloaded++;
+        else if (error instanceof UpstreamError || error instanceof RequestTimeoutError) counts.wastedInput += estimate;
+        const typed = error instanceof TypedEvalError ? error : undefined;
+        if (!typed?.retryable || attempt >= maxRetries) {
+          if (error instanceof UpstreamUnavailableError && error.unreachable) throw new AbortRun(`the endpoint is unreachable (${error.message})`);
+          return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
+        }
+        const serverDelay = (error instanceof RateLimitError || error instanceof OverloadedError) && error.serverDelay && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs ? error.retryAfterMs : undefined;
+        if (error instanceof RateLimitError && serverDelay !== undefined) {
+          // The account's limit: hold every new attempt, this one included, until the endpoint said.
+          limiter.hold(serverDelay);
+        } else {
+          // Sporadic failures are this request's own: back off with jitter, the run goes on.
+          await sleep(serverDelay ?? backoffMs(attempt, DEFAULT_RETRY, random), signal);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,189 @@
+/** The runner's small modules in-process: the bounded loop, dedup, how a run ends, the journal lock. */
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { Dedup, Lru } from "../../src/runner/dedup.js";
+import { acquireLock, LockedError } from "../../src/runner/lock.js";
+import { forEachBounded, type LoopHooks } from "../../src/runner/loop.js";
+import { FailureWatch, statusOf } from "../../src/runner/summary.js";
+import { answer } from "../support/fake-evaluator.js";
+
+async function* numbers(n: number, onRead?: (i: number) => void): AsyncGenerator<number> {
+  for (let i = 0; i < n; i++) {
+    onRead?.(i);
+    yield i;
+  }
+}
+
+const hooks = (over: Partial<LoopHooks> = {}): LoopHooks => ({ onTaskError: () => undefined, onSourceError: () => undefined, onGraceOver: () => undefined, halted: () => false, ...over });
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("forEachBounded", () => {
+  it("runs at most `concurrency` at once and reads at most 2 x concurrency ahead", async () => {
+    let read = 0;
+    let running = 0;
+    let most = 0;
+    let mostAhead = 0;
+    let finished = 0;
+    const end = await forEachBounded(numbers(200, () => read++), 4, async () => {
+      most = Math.max(most, ++running);
+      mostAhead = Math.max(mostAhead, read - finished);
+      await tick(1);
+      running--;
+      finished++;
+    }, hooks());
+    expect(end).toBe("done");
+    expect(finished).toBe(200);
+    expect(most).toBe(4);
+    expect(mostAhead).toBeLessThanOrEqual(9);
+  });
+
+  it("on a stop takes no new record, lets those in hand finish, and reports stopped", async () => {
+    const stop = new AbortController();
+    const started: number[] = [];
+    const done: number[] = [];
+    const end = await forEachBounded(numbers(1000), 3, async (i) => {
+      started.push(i);
+      if (i === 5) stop.abort();
+      await tick(20);
+      done.push(i);
+    }, hooks({ stop: stop.signal, graceMs: 5000 }));
+    expect(end).toBe("stopped");
+    expect(started.length).toBeLessThan(12);
+    expect(done.sort((a, b) => a - b)).toEqual(started.sort((a, b) => a - b));
+  });
+
+  it("calls onGraceOver when what is in hand outlasts the grace period", async () => {
+    const stop = new AbortController();
+    let graceOver = false;
+    const release = new AbortController();
+    const end = await forEachBounded(numbers(10), 2, async (i) => {
+      if (i === 0) stop.abort();
+      await new Promise((resolve) => release.signal.addEventListener("abort", resolve));
+    }, hooks({ stop: stop.signal, graceMs: 50, onGraceOver: () => {
+      graceOver = true;
+      release.abort();
+    } }));
+    expect(end).toBe("stopped");
+    expect(graceOver).toBe(true);
+  });
+
+  it("a failing input is reported before the tasks in hand are awaited, then thrown", async () => {
+    async function* broken(): AsyncGenerator<number> {
+      yield 1;
+      throw new Error("bad gzip");
+    }
+    const calls: string[] = [];
+    await expect(forEachBounded(broken(), 2, async () => void calls.push("task"), hooks({ onSourceError: () => void calls.push("source") }))).rejects.toThrow("bad gzip");
+    expect(calls).toContain("source");
+  });
+});
+
+describe("Dedup", () => {
+  it("copies an answered request and shares one in flight", async () => {
+    const dedup = new Dedup(2);
+    const request = { model: "m", state: "s", questions: { ok: { type: "noul" as const } } };
+    let sends = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const first = dedup.track("h", 3, async () => {
+      sends++;
+      await gate;
+      return { ok: true, evaluation: answer(request) };
+    });
+    expect(dedup.pending("h")?.seq).toBe(3);
+    release();
+    const outcome = await first;
+    expect(sends).toBe(1);
+    expect(dedup.pending("h")).toBeUndefined();
+    if (!outcome.ok) throw new Error("expected an answer");
+    dedup.remember("h", 7, outcome.evaluation.response);
+    expect(dedup.earlier("h")).toMatchObject({ seq: 7, model: "fake-1.0.0" });
+    dedup.remember("a", 1, outcome.evaluation.response);
+    dedup.remember("b", 2, outcome.evaluation.response);
+    expect(dedup.earlier("h")).toBeUndefined(); // the cache holds 2
+  });
+
+  it("Lru forgets the least recently used", () => {
+    const lru = new Lru<string, number>(2);
+    lru.set("a", 1);
+    lru.set("b", 2);
+    lru.get("a");
+    lru.set("c", 3);
+    expect([lru.get("a"), lru.get("b"), lru.get("c")]).toEqual([1, undefined, 3]);
+  });
+});
+
+describe("how a run ends", () => {
+  it("statusOf: no input, all failed, failures above the rate, done", () => {
+    expect(statusOf(0, { answered: 0, failed: 0 }, 0)).toBe("no-input");
+    expect(statusOf(5, { answered: 0, failed: 5 }, 1)).toBe("all-failed");
+    expect(statusOf(100, { answered: 98, failed: 2 }, 0.01)).toBe("failures");
+    expect(statusOf(100, { answered: 99, failed: 1 }, 0.01)).toBe("done");
+    expect(statusOf(100, { answered: 100, failed: 0 }, 0)).toBe("done");
+    expect(statusOf(3, { answered: 3, failed: 0 }, 0)).toBe("done");
+  });
+
+  it("FailureWatch stops when the first records all fail alike, not when they differ or one succeeds", () => {
+    const same = new FailureWatch(5);
+    const reasons = [1, 2, 3, 4, 5].map((i) => same.failed(0, "invalid_record", `line ${i}: record has no state field "text"`));
+    expect(reasons.slice(0, 4)).toEqual([undefined, undefined, undefined, undefined]);
+    expect(reasons[4]).toMatch(/first 5 records all failed.*no state field "text"/);
+
+    const mixed = new FailureWatch(3);
+    mixed.failed(0, "invalid_record", "line 1: record has no id field");
+    expect(mixed.failed(422, "validation_error", "line 2: too long")).toBeUndefined();
+    expect(mixed.failed(0, "invalid_record", "line 3: record has no id field")).toBeUndefined();
+
+    const answered = new FailureWatch(2);
+    answered.answered();
+    expect([answered.failed(0, "invalid_record", "x"), answered.failed(0, "invalid_record", "x")]).toEqual([undefined, undefined]);
+
+    // The endpoint's failures are the in-a-row abort's business (resumable), not this one's.
+    const endpoint = new FailureWatch(2);
+    expect([endpoint.failed(503, "upstream_error", "down"), endpoint.failed(503, "upstream_error", "down")]).toEqual([undefined, undefined]);
+  });
+});
+
+describe("the journal lock", () => {
+  const dir = mkdtempSync(join(tmpdir(), "te-lock-"));
+
+  it("refuses a second holder, naming the first; released, it can be taken again", () => {
+    const path = join(dir, "a.lock");
+    const lock = acquireLock(path);
+    const holder = JSON.parse(readFileSync(path, "utf8"));
+    expect(holder).toMatchObject({ host: hostname(), pid: process.pid });
+    // A live holder (another process of this host) is never taken over.
+    writeFileSync(path, JSON.stringify({ host: hostname(), pid: process.ppid, started: "2026-11-22T00:00:00Z" }));
+    expect(() => acquireLock(path)).toThrow(LockedError);
+    try {
+      acquireLock(path);
+    } catch (error) {
+      expect((error as Error).message).toContain(`pid ${process.ppid} on ${hostname()}, started 2026-11-22T00:00:00Z`);
+    }
+    writeFileSync(path, JSON.stringify(holder));
+    lock.release();
+    expect(existsSync(path)).toBe(false);
+    acquireLock(path).release();
+  });
+
+  it("takes over the lock of a process that is gone", async () => {
+    const path = join(dir, "b.lock");
+    const child = spawn(process.execPath, ["-e", "0"]);
+    const pid = child.pid!;
+    await new Promise((r) => child.on("exit", r));
+    writeFileSync(path, JSON.stringify({ host: hostname(), pid, started: "2026-11-21T00:00:00Z" }));
+    const lock = acquireLock(path);
+    expect(JSON.parse(readFileSync(path, "utf8")).pid).toBe(process.pid);
+    expect(existsSync(`${path}.takeover`)).toBe(false);
+    lock.release();
+  });
+
+  it("never presumes a lock held on another host dead", () => {
+    const path = join(dir, "c.lock");
+    writeFileSync(path, JSON.stringify({ host: "worker-7", pid: 1, started: "2026-11-21T00:00:00Z" }));
+    expect(() => acquireLock(path)).toThrow(/worker-7.*delete/);
+  });
+});

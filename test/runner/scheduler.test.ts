@@ -1,0 +1,173 @@
+/**
+ * The runner as schedulers run it, end to end through the CLI against a
+ * stand-in upstream: SIGTERM then rerun, one run per journal, exit codes a
+ * scheduler can act on, the summary where it collects it, one retry layer.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SystemOneRequest } from "../../src/api/schema.js";
+import { plausibleAnswers } from "../support/answers.js";
+import { BIN, runCli } from "../support/cli.js";
+import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
+
+let dir: string;
+let upstream: Upstream;
+/** Requests the upstream received, by record id; answers after `delayMs`; records whose text starts with FAIL get a 500. */
+const received = new Map<string, number>();
+let delayMs = 0;
+let retryCounts: (string | undefined)[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "te-sched-"));
+  upstream = await startUpstream((req, res, text) => {
+    const body = JSON.parse(text) as SystemOneRequest;
+    const id = String(body.state).split(" ")[1] ?? "";
+    received.set(id, (received.get(id) ?? 0) + 1);
+    retryCounts.push(req.headers["x-service-retry-count"] as string | undefined);
+    const reply = () => {
+      if (String(body.state).startsWith("FAIL")) return sendJson(res, 500, { detail: "boom" });
+      sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 5, output_tokens: 1 } });
+    };
+    if (delayMs > 0) setTimeout(reply, delayMs);
+    else reply();
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await upstream?.close();
+});
+
+const env = () => ({ ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k", NODE_NO_WARNINGS: "1" });
+const job = () => {
+  const path = join(dir, "job.json");
+  writeFileSync(path, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+  return path;
+};
+function input(name: string, n: number, text = (i: number) => `record r${name}${i}`): string {
+  const path = join(dir, `${name}.jsonl`);
+  writeFileSync(path, Array.from({ length: n }, (_, i) => JSON.stringify({ id: `${name}${i}`, text: text(i) })).join("\n"));
+  return path;
+}
+const rows = (path: string) => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string });
+const journalAnswers = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").split("\n").filter((l) => l.includes('"k":"answer"')).length : 0);
+
+/** Resolves once `check` holds, looking again whenever the file changes or every 20 ms. */
+async function until(check: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function start(args: string[]) {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: env(), stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<{ code: number | null; stderr: string }>((resolve) => child.on("exit", (code) => resolve({ code, stderr })));
+  return { child, exited };
+}
+
+describe("scheduler-grade runs", () => {
+  it("SIGTERM: finishes what is in flight, exits 143 resumably, and the rerun pays no record twice", async () => {
+    received.clear();
+    delayMs = 100;
+    const data = input("t", 300);
+    const out = join(dir, "t.out.jsonl");
+    const run = start(["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "8"]);
+    await until(() => journalAnswers(`${out}.journal`) >= 16, "16 answers in the journal");
+    run.child.kill("SIGTERM");
+    const first = await run.exited;
+    expect(first.code).toBe(143);
+    expect(first.stderr).toMatch(/SIGTERM: finishing the records in flight/);
+    expect(first.stderr).toMatch(/rerun the same command to resume. Exit 143/);
+    expect(existsSync(out)).toBe(false); // no output that would look complete
+    // Everything sent was journaled: the in-flight requests finished.
+    const sentBefore = [...received.values()].reduce((a, b) => a + b, 0);
+    expect(journalAnswers(`${out}.journal`)).toBe(sentBefore);
+    expect(sentBefore).toBeLessThan(300);
+    delayMs = 0;
+    const second = await runCli(["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6"], { cwd: dir, env: env() });
+    expect(second.code).toBe(0);
+    expect(rows(out)).toHaveLength(300);
+    expect(new Set(rows(out).map((r) => r.id)).size).toBe(300);
+    expect(received.size).toBe(300);
+    expect([...received.values()].every((n) => n === 1)).toBe(true);
+  }, 60_000);
+
+  it("a second run on the same journal exits 7 at once, naming the holder; a dead holder's lock is taken over", async () => {
+    received.clear();
+    delayMs = 200;
+    const data = input("l", 200);
+    const out = join(dir, "l.out.jsonl");
+    const args = ["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "2"];
+    const first = start(args);
+    await until(() => existsSync(`${out}.journal.lock`), "the lock");
+    const holder = JSON.parse(readFileSync(`${out}.journal.lock`, "utf8")) as { pid: number };
+    const started = Date.now();
+    const second = await runCli(args, { cwd: dir, env: env() });
+    expect(second.code).toBe(7);
+    expect(second.stderr).toMatch(new RegExp(`another run holds .*l\\.out\\.jsonl\\.journal\\.lock: pid ${holder.pid} on .*, started 20`));
+    expect(Date.now() - started).toBeLessThan(5000);
+    // kill -9 leaves the lock behind; the next run finds its holder gone and takes over.
+    first.child.kill("SIGKILL");
+    await first.exited;
+    expect(existsSync(`${out}.journal.lock`)).toBe(true);
+    delayMs = 0;
+    const third = await runCli(args, { cwd: dir, env: env() });
+    expect(third.code).toBe(0);
+    expect(rows(out)).toHaveLength(200);
+    expect(existsSync(`${out}.journal.lock`)).toBe(false);
+  }, 60_000);
+
+  it("exit codes: 1 only above --max-error-rate, 5 when every record fails, 6 for an empty input; --summary-json equals the usage file", async () => {
+    delayMs = 0;
+    // 1 failing record in 200: 0.5%.
+    const some = input("e", 200, (i) => (i === 7 ? `FAIL r${i}` : `record re${i}`));
+    const strict = join(dir, "e1.out.jsonl");
+    const r1 = await runCli(["run", some, "--job", job(), "-o", strict, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0"], { cwd: dir, env: env() });
+    expect(r1.code).toBe(1);
+    const lenient = join(dir, "e2.out.jsonl");
+    const summaryPath = join(dir, "xcom", "return.json");
+    const { mkdirSync } = await import("node:fs");
+    mkdirSync(join(dir, "xcom"), { recursive: true });
+    const r2 = await runCli(["run", some, "--job", job(), "-o", lenient, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0", "--max-error-rate", "0.01", "--summary-json", summaryPath], { cwd: dir, env: env() });
+    expect(r2.code).toBe(0);
+    const summary = JSON.parse(readFileSync(summaryPath, "utf8")) as { status: string; records: { failed: number } };
+    expect(summary).toEqual(JSON.parse(readFileSync(`${lenient}.usage.json`, "utf8")));
+    expect(summary.status).toBe("done");
+    expect(summary.records.failed).toBe(1);
+
+    // A wrong state field: the first 20 records fail alike, and the run stops in seconds, naming why.
+    const wrongJob = join(dir, "wrong.json");
+    writeFileSync(wrongJob, JSON.stringify({ state: "body", id: "id", questions: { ok: { type: "noul" } } }));
+    const many = input("w", 5000);
+    const r3 = await runCli(["run", many, "--job", wrongJob, "-o", join(dir, "w.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6"], { cwd: dir, env: env() });
+    expect(r3.code).toBe(5);
+    expect(r3.stderr).toMatch(/the first 20 records all failed for the same reason \(invalid_record: record has no state field "body"\)/);
+
+    const empty = join(dir, "empty.jsonl");
+    writeFileSync(empty, "");
+    const emptySummary = join(dir, "empty.summary.json");
+    const r4 = await runCli(["run", empty, "--job", job(), "-o", join(dir, "empty.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6", "--summary-json", emptySummary], { cwd: dir, env: env() });
+    expect(r4.code).toBe(6);
+    expect(JSON.parse(readFileSync(emptySummary, "utf8"))).toMatchObject({ status: "no-input" });
+  }, 60_000);
+
+  it("one retry layer: a registry remote model against an always-500 upstream gets max-retries + 1 attempts, all counted", async () => {
+    retryCounts = [];
+    delayMs = 0;
+    const registry = join(dir, "registry.json");
+    writeFileSync(registry, JSON.stringify({ models: [{ name: "faraway", aliases: [], version: "1.0.0", description: "remote", release_date: "2026-01-01", engine: "remote", base_url: upstream.url, context_size: 8192, temperature: 1, price_per_million_input_tokens: 1 }] }));
+    const data = input("f", 1, () => "FAIL rf0");
+    const out = join(dir, "f.out.jsonl");
+    const r = await runCli(["run", data, "--job", job(), "-o", out, "--model", "faraway", "--models-file", registry, "--max-retries", "2"], { cwd: dir, env: env() });
+    expect(r.code).toBe(5); // its only record failed
+    expect(retryCounts).toEqual([undefined, "1", "2"]);
+    const summary = JSON.parse(readFileSync(`${out}.usage.json`, "utf8")) as { status: string; requests: { sent: number; retries: number } };
+    expect(summary).toMatchObject({ status: "all-failed", requests: { sent: 3, retries: 2 } });
+  }, 60_000);
+});
