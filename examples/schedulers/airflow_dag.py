@@ -1,48 +1,149 @@
-"""Nightly typed-eval job, sharded over 4 Airflow tasks, then a usage report.
+"""Nightly typed-eval job, sharded over 4 tasks, then a usage report.
 
-Each task runs one shard; the shards split the records deterministically
-(`--shard i/n`), and their union is the whole input. A failed task can be
-cleared and rerun: the runner resumes from its journal and pays no record
-twice. Exit code 1 (some records failed, listed in the errors file) is
-treated as success here; 2 and 3 fail the task (3 is resumable on retry).
+Two forms of the same job:
+
+- ``triage_k8s``: KubernetesPodOperator, one pod per shard, from the image
+  built by ``Dockerfile`` at the repository root. The API key comes from a
+  Kubernetes secret; the journal lives on a persistent volume claim, so a
+  retried pod resumes where the last one stopped and pays no record twice.
+  The summary goes to ``/airflow/xcom/return.json`` and on to XCom.
+- ``triage_bash``: the CLI installed on the workers, called from a Python
+  task that maps exit codes exactly. The key comes from an Airflow
+  connection. Retries of one shard must land on the same worker (a queue per
+  worker, or a shared working directory), since the journal is on local disk.
+
+Exit codes (README, "Progress and exit codes"): only the resumable ones
+(3: endpoint down; 130/143: stopped by a signal) are retried, with
+exponential backoff. 6 (no input tonight) skips. 1 (too many failed records),
+2 (bad job or input), 5 (every record fails: a wrong field or format), 7
+(another run holds the journal) fail at once: retrying would not change them.
+Output paths are partitioned by ``{{ ds }}``, so each night starts fresh and a
+rerun of the same night resumes.
+
+Not run by CI: these machines have neither Airflow nor Kubernetes.
 """
+from __future__ import annotations
+
+import json
+import subprocess
 from datetime import datetime, timedelta
 
 from airflow import DAG
-from airflow.operators.bash import BashOperator
+from airflow.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.hooks.base import BaseHook
+from airflow.operators.python import PythonOperator
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.providers.cncf.kubernetes.secret import Secret
+from kubernetes.client import models as k8s
 
 SHARDS = 4
-RUN = "cd /opt/typed-eval && ./bin/typed-eval.js"
-DAY = "{{ ds }}"
+RESUMABLE = {3, 130, 143}
+NO_INPUT = 6
+IMAGE = "registry.example.com/typed-eval:0.1.0"
+DEFAULTS = {
+    "retries": 4,
+    "retry_delay": timedelta(minutes=2),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=30),
+}
+
+
+def run_args(shard: int, ds: str) -> list[str]:
+    return [
+        "run", f"s3://acme-support/tickets/{ds}/",
+        "--job", "/app/jobs/support-triage.json",
+        "--shard", f"{shard}/{SHARDS}",
+        "--output", f"s3://acme-support/answers/{ds}/part-{shard}.jsonl",
+        "--journal", f"/state/{ds}/part-{shard}.journal",
+        "--base-url", "https://api.example.com",
+        "--rpm", "300", "--tps", "60000",
+        "--max-error-rate", "0.001",
+    ]
+
+
+def fail_by_exit_code(code: int, what: str) -> None:
+    """Raise what Airflow should do for a typed-eval exit code (0 returns)."""
+    if code == 0:
+        return
+    if code == NO_INPUT:
+        raise AirflowSkipException(f"{what}: no input tonight (exit 6)")
+    if code in RESUMABLE:
+        raise AirflowException(f"{what}: exit {code}, resumable: retrying")
+    raise AirflowFailException(f"{what}: exit {code}, retrying will not help (see the task log)")
+
+
+class TypedEvalPod(KubernetesPodOperator):
+    """A pod per shard; retried only for resumable exit codes, skipped for no input."""
+
+    def execute(self, context):
+        try:
+            return super().execute(context)
+        except AirflowException as error:
+            pod = self.pod_manager.read_pod(self.pod) if self.pod else None
+            statuses = (pod.status.container_statuses or []) if pod else []
+            terminated = [s.state.terminated for s in statuses if s.name == "base" and s.state and s.state.terminated]
+            if not terminated:
+                raise
+            fail_by_exit_code(terminated[0].exit_code, f"shard pod {self.task_id}")
+            raise error
+
 
 with DAG(
-    dag_id="typed_eval_ticket_triage",
+    dag_id="typed_eval_triage_k8s",
     start_date=datetime(2026, 11, 1),
     schedule="30 2 * * *",
     catchup=False,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=10)},
-) as dag:
+    default_args=DEFAULTS,
+) as triage_k8s:
+    state = k8s.V1Volume(
+        name="state",
+        persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name="typed-eval-state"),
+    )
     shards = [
-        BashOperator(
+        TypedEvalPod(
             task_id=f"shard_{i}_of_{SHARDS}",
-            bash_command=(
-                f"{RUN} run s3://acme-support/tickets/{DAY}/ --job jobs/support-triage.json"
-                f" --shard {i}/{SHARDS} --output s3://acme-support/answers/{DAY}/part-{i}.jsonl"
-                " --base-url $TYPED_EVAL_BASE_URL --rpm 300 --tps 60000; code=$?;"
-                " [ $code -eq 0 ] || [ $code -eq 1 ]"
+            name=f"typed-eval-shard-{i}",
+            image=IMAGE,
+            cmds=["typed-eval"],
+            arguments=run_args(i, "{{ ds }}") + ["--summary-json", "/airflow/xcom/return.json"],
+            secrets=[Secret("env", "TYPED_EVAL_API_KEY", "typed-eval-api", "key")],
+            volumes=[state],
+            volume_mounts=[k8s.V1VolumeMount(name="state", mount_path="/state")],
+            container_resources=k8s.V1ResourceRequirements(
+                requests={"cpu": "1", "memory": "512Mi"}, limits={"memory": "1Gi"}
             ),
+            do_xcom_push=True,
+            skip_on_exit_code=NO_INPUT,
+            # The runner stops cleanly on SIGTERM within --grace (30 s): give it that long.
+            termination_grace_period=60,
         )
         for i in range(1, SHARDS + 1)
     ]
-    report = BashOperator(
-        task_id="usage_report",
-        bash_command=(
-            "mkdir -p /tmp/usage-{{ ds }} && "
-            + " && ".join(
-                f"aws s3 cp s3://acme-support/answers/{DAY}/part-{i}.jsonl.usage.json /tmp/usage-{DAY}/{i}.json"
-                for i in range(1, SHARDS + 1)
-            )
-            + f" && {RUN} usage /tmp/usage-{DAY}/*.json --project 1000000"
-        ),
+
+
+def run_shard(shard: int, ds: str, **_context) -> dict:
+    key = BaseHook.get_connection("typed_eval_api").password
+    summary_path = f"/var/lib/typed-eval/{ds}/part-{shard}.summary.json"
+    args = run_args(shard, ds)
+    args[args.index("--journal") + 1] = f"/var/lib/typed-eval/{ds}/part-{shard}.journal"
+    code = subprocess.call(
+        ["/opt/typed-eval/bin/typed-eval.js", *args, "--summary-json", summary_path],
+        env={"TYPED_EVAL_API_KEY": key, "PATH": "/usr/bin:/bin"},
+        cwd="/var/lib/typed-eval",
     )
-    shards >> report
+    fail_by_exit_code(code, f"shard {shard}/{SHARDS}")
+    with open(summary_path, encoding="utf-8") as f:
+        return json.load(f)  # the usage summary, pushed to XCom
+
+
+with DAG(
+    dag_id="typed_eval_triage_bash",
+    start_date=datetime(2026, 11, 1),
+    schedule="30 2 * * *",
+    catchup=False,
+    default_args=DEFAULTS,
+) as triage_bash:
+    shard_tasks = [
+        PythonOperator(task_id=f"shard_{i}_of_{SHARDS}", python_callable=run_shard, op_kwargs={"shard": i, "ds": "{{ ds }}"})
+        for i in range(1, SHARDS + 1)
+    ]

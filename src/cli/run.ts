@@ -263,6 +263,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
         if (output !== "-" && !isS3(output)) folderFor(output, "--output");
         if (!isS3(errorsPath)) folderFor(errorsPath, "--errors");
         folderFor(journalPath, "--journal");
+        const summaryJson = args["summary-json"];
+        if (summaryJson !== undefined && !isS3(summaryJson)) folderFor(summaryJson, "--summary-json");
       }
       const job = readJob(args);
       const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
