@@ -4,13 +4,17 @@ Two forms of the same job:
 
 - ``triage_k8s``: KubernetesPodOperator, one pod per shard, from the image
   built by ``Dockerfile`` at the repository root. The API key comes from a
-  Kubernetes secret; the journal lives on a persistent volume claim, so a
-  retried pod resumes where the last one stopped and pays no record twice.
-  The summary goes to ``/airflow/xcom/return.json`` and on to XCom.
+  Kubernetes secret. The summary goes to ``/airflow/xcom/return.json`` and on
+  to XCom.
 - ``triage_bash``: the CLI installed on the workers, called from a Python
   task that maps exit codes exactly. The key comes from an Airflow
-  connection. Retries of one shard must land on the same worker (a queue per
-  worker, or a shared working directory), since the journal is on local disk.
+  connection.
+
+The journal of an S3 output lives in S3 beside it (``<output>.journal/``), so
+a retry on another worker or in a new pod resumes where the last one stopped:
+a lost worker repays at most its last 5 seconds of records. Its lock goes
+stale one minute after a worker dies; the first retry comes two minutes
+later.
 
 Exit codes (README, "Progress and exit codes"): only the resumable ones
 (3: endpoint down; 130/143: stopped by a signal) are retried, with
@@ -54,7 +58,6 @@ def run_args(shard: int, ds: str) -> list[str]:
         "--job", "/app/jobs/support-triage.json",
         "--shard", f"{shard}/{SHARDS}",
         "--output", f"s3://acme-support/answers/{ds}/part-{shard}.jsonl",
-        "--journal", f"/state/{ds}/part-{shard}.journal",
         "--base-url", "https://api.example.com",
         "--rpm", "300", "--tps", "60000",
         "--max-error-rate", "0.001",
@@ -95,10 +98,6 @@ with DAG(
     catchup=False,
     default_args=DEFAULTS,
 ) as triage_k8s:
-    state = k8s.V1Volume(
-        name="state",
-        persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name="typed-eval-state"),
-    )
     shards = [
         TypedEvalPod(
             task_id=f"shard_{i}_of_{SHARDS}",
@@ -107,8 +106,6 @@ with DAG(
             cmds=["typed-eval"],
             arguments=run_args(i, "{{ ds }}") + ["--summary-json", "/airflow/xcom/return.json"],
             secrets=[Secret("env", "TYPED_EVAL_API_KEY", "typed-eval-api", "key")],
-            volumes=[state],
-            volume_mounts=[k8s.V1VolumeMount(name="state", mount_path="/state")],
             container_resources=k8s.V1ResourceRequirements(
                 requests={"cpu": "1", "memory": "512Mi"}, limits={"memory": "1Gi"}
             ),
@@ -125,7 +122,6 @@ def run_shard(shard: int, ds: str, **_context) -> dict:
     key = BaseHook.get_connection("typed_eval_api").password
     summary_path = f"/var/lib/typed-eval/{ds}/part-{shard}.summary.json"
     args = run_args(shard, ds)
-    args[args.index("--journal") + 1] = f"/var/lib/typed-eval/{ds}/part-{shard}.journal"
     code = subprocess.call(
         ["/opt/typed-eval/bin/typed-eval.js", *args, "--summary-json", summary_path],
         env={"TYPED_EVAL_API_KEY": key, "PATH": "/usr/bin:/bin"},

@@ -23,6 +23,7 @@ import { formatOf, openLocalSource, type Format, type Source } from "../runner/s
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT, UsageError, type ExitCode } from "./exit.js";
 import { acquireLock, LockedError, type Lock } from "../runner/lock.js";
+import { acquireS3Lock, S3Journal } from "../runner/s3-journal.js";
 import type { RunStatus } from "../runner/summary.js";
 import { folderFor } from "./files.js";
 import { numeric } from "./checks.js";
@@ -58,6 +59,7 @@ interface RunArgs extends JobArgs {
   "max-error-rate": number;
   "summary-json": string | undefined;
   grace: number;
+  "journal-flush": number;
   calibration: string | undefined;
   "force-calibration": boolean;
   "review-below": number | undefined;
@@ -105,14 +107,14 @@ function shardText(value: unknown): string {
  * `beforeModel` runs once the input is open and the flags are checked, before
  * a model is loaded (or downloaded).
  */
-export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args), beforeModel?: () => void) {
+export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args), beforeModel?: () => void | Promise<void>) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
   let source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
   if (args.limit !== undefined) source = firstRecords(source, args.limit);
   if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
   checkBaseUrl(args["base-url"]);
-  beforeModel?.();
+  await beforeModel?.();
   const { evaluator, entry } = await openEvaluator(args, job, logger);
   // An embedded model knows its price (0 for a file the registry does not know); a remote one costs the hosted price unless told.
   const price = args.price ?? evaluator.pricePerMillion?.(job.model) ?? (args["base-url"] ? 0.042 : entry?.price_per_million_input_tokens ?? 0.042);
@@ -203,10 +205,14 @@ function outputPolicy(args: RunArgs, job: Job, sidecar: string, format: OutputFo
   return { policy, verify };
 }
 
-/** The journal's default place: beside a path output, else in .typed-eval/ under a name unique to the job. */
-function defaultJournal(args: RunArgs, output: string): string {
-  if (output !== "-" && !isS3(output)) return `${output}.journal`;
-  const key = createHash("sha256").update(JSON.stringify([resolve(args.job), args.input, output, args.shard ?? ""])).digest("hex").slice(0, 16);
+/**
+ * The journal's default place: beside a path output, else in .typed-eval/
+ * under a name unique to the job (for an S3 journal, the local copy it is
+ * pulled into and shipped from).
+ */
+function defaultJournal(args: RunArgs, output: string, remote?: string): string {
+  if (output !== "-" && !isS3(output) && !remote) return `${output}.journal`;
+  const key = createHash("sha256").update(JSON.stringify([resolve(args.job), args.input, output, args.shard ?? "", ...(remote ? [remote] : [])])).digest("hex").slice(0, 16);
   mkdirSync(".typed-eval", { recursive: true });
   return `.typed-eval/journal-${key}.jsonl`;
 }
@@ -224,7 +230,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option("output", { alias: "o", type: "string", describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)" })
       .option("output-format", { choices: ["jsonl", "csv"] as const, describe: "answers format (default: from the output's extension)" })
       .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
-      .option("journal", { type: "string", describe: "the resumable run state (default: <output>.journal)" })
+      .option("journal", { type: "string", describe: "the resumable run state: a path, or s3://bucket/prefix/ to resume on any machine (default: <output>.journal, an S3 prefix for an S3 output)" })
+      .option("journal-flush", numeric("journal-flush", { above: 0 }, { default: 5, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" }))
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
       .option("max-retries", numeric("max-retries", { integer: true, min: 0, max: 100 }, { default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }))
       .option("max-error-rate", numeric("max-error-rate", { min: 0, max: 1 }, { default: 0, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" }))
@@ -255,7 +262,10 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
       const sidecar = output === "-" ? "typed-eval" : output;
       const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
-      const journalPath = args.journal ?? defaultJournal(args, output);
+      // The journal: a local file, mirrored to S3 when it is an S3 location (by default beside an S3 output).
+      const journalLocation = args.journal ?? (isS3(output) ? `${output}.journal/` : defaultJournal(args, output));
+      const remoteJournal = isS3(journalLocation) ? journalLocation : undefined;
+      const journalPath = remoteJournal ? defaultJournal(args, output, remoteJournal) : journalLocation;
       if (output !== "-" && !isS3(output) && args.input !== "-" && !isS3(args.input) && resolve(output) === resolve(args.input)) {
         throw new UsageError(`-o ${output} is the input itself: the answers would replace it; write them elsewhere`);
       }
@@ -269,9 +279,17 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const job = readJob(args);
       const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
       const shaping = args["dry-run"] || args["print-prompt"] ? undefined : outputPolicy(args, job, sidecar, answersFormat, logger);
-      const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job, () => {
+      let mirror: S3Journal | undefined;
+      const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job, async () => {
+        if (args["dry-run"] || args["print-prompt"]) return;
         // One run per journal, refused at once (before a model loads) while another holds it.
-        if (!args["dry-run"] && !args["print-prompt"]) lock = acquireLock(`${journalPath}.lock`);
+        if (!remoteJournal) return void (lock = acquireLock(`${journalPath}.lock`));
+        lock = await acquireS3Lock(remoteJournal);
+        mirror = new S3Journal(remoteJournal, journalPath, { flushMs: args["journal-flush"] * 1000 });
+        mirror.onError = (error) => logger.warn({ err: error, journal: remoteJournal }, "could not ship the journal to S3; retrying at the next flush");
+        const { segments } = await mirror.pull();
+        logger.info({ journal: remoteJournal, segments }, segments ? `resuming from the journal in ${remoteJournal} (${segments} segments)` : `journaling to ${remoteJournal}`);
+        mirror.start();
       });
       try {
         shaping?.verify(evaluator);
@@ -345,12 +363,13 @@ export const runCommand: CommandModule<object, RunArgs> = {
         process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
         bar?.finish();
         await evaluator.close();
+        await mirror?.close();
       }
       const code = exitCodeOf(result.status, signalled);
       if (result.aborted) {
         const what = { stopped: "stopped", "bad-input": "stopped: bad input", "no-input": "stopped: no input", "all-failed": "stopped: every record fails", aborted: "aborted", done: "", failures: "" }[result.status];
         const next = result.status === "all-failed" ? "fix the cause (the failed records are kept in the journal) and rerun the same command" : "rerun the same command to resume";
-        process.stderr.write(`typed-eval: ${what}: ${result.aborted}\nNo output was written. Finished records are kept in ${journalPath}; ${next}. Exit ${code}.\n`);
+        process.stderr.write(`typed-eval: ${what}: ${result.aborted}\nNo output was written. Finished records are kept in ${remoteJournal ?? journalPath}; ${next}. Exit ${code}.\n`);
         process.stderr.write(`${describeUsage(result.summary)}\n`);
         process.exitCode = code;
         return;
@@ -373,7 +392,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
       }
       throw error;
     } finally {
-      lock?.release();
+      await lock?.release();
     }
   },
 };

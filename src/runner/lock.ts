@@ -35,7 +35,7 @@ export class LockedError extends Error {
 
 export interface Lock {
   readonly path: string;
-  release(): void;
+  release(): void | Promise<void>;
 }
 
 function readHolder(path: string): LockHolder | undefined {

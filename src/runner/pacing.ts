@@ -8,15 +8,17 @@
  * overloaded). A 429 that carries `retry-after-ms`/`retry-after` is precise
  * and is obeyed by holding the run (see `RunLimiter.hold`), not counted here.
  *
- * - A window closes after at least `windowMs` and `minAttempts` attempts, or
- *   after `maxWindowMs` whatever it holds, so a slow pace still decides.
+ * - A window closes after at least `windowMs` and `minAttempts` attempts (or
+ *   half as many refusals), or after `maxWindowMs` whatever it holds, so a
+ *   slow pace still decides.
  * - Overload: 429s above `throttledShare` of the window (any 429 beyond the
  *   endpoint's limit is a real signal; a clean run draws none) or 529s at or
  *   above `overloadedShare` (clusters shed load sporadically: 5% of 529s is
  *   a known baseline and must not slow the run).
- * - Cut, at most once per window: the pace times the share that got through,
- *   bounded to [minCut, maxCut], never below `floor`. An endpoint refusing
- *   everything is down to a quarter in one window; one accepting 95% loses 20%.
+ * - Cut, at most once per window: the pace times (1 - twice the share
+ *   refused), bounded to [minCut, maxCut], never below `floor`. An endpoint
+ *   refusing everything is down to a quarter in one window; one refusing a
+ *   few percent (just over its limit) loses 5%.
  * - Recover on a clean window: add `recoverPerSecond` of the limit per second
  *   the window lasted (additive in time, so recovery does not slow down when
  *   the pace is low and windows long). After 429s the pace they came at is
@@ -49,8 +51,8 @@ export const DEFAULT_PACE: PaceSettings = {
   throttledShare: 0.02,
   overloadedShare: 0.25,
   minCut: 0.25,
-  maxCut: 0.8,
-  recoverPerSecond: 0.2,
+  maxCut: 0.95,
+  recoverPerSecond: 0.3,
   probePerSecond: 0.02,
   kneeMemoryMs: 30_000,
   floor: 0.01,
@@ -110,13 +112,15 @@ export class Pace {
     const s = this.settings;
     const t = this.now();
     const age = t - this.windowStart;
-    if (!((age >= s.windowMs && this.attempts >= s.minAttempts) || age >= s.maxWindowMs)) return;
+    // A window of mostly refusals decides at half the attempts: a storm is cut a window sooner.
+    const enough = this.attempts >= s.minAttempts || this.throttled + this.overloaded >= s.minAttempts / 2;
+    if (!((age >= s.windowMs && enough) || age >= s.maxWindowMs)) return;
     const n = Math.max(1, this.attempts);
     const overload = this.throttled / n > s.throttledShare || this.overloaded / n >= s.overloadedShare;
     if (overload) {
       if (this.throttled / n > s.throttledShare) this.knee = { pace: this.value, at: t };
-      const through = 1 - (this.throttled + this.overloaded) / n;
-      this.set(Math.max(s.floor, this.value * Math.min(s.maxCut, Math.max(s.minCut, through))), t);
+      const refused = (this.throttled + this.overloaded) / n;
+      this.set(Math.max(s.floor, this.value * Math.min(s.maxCut, Math.max(s.minCut, 1 - 2 * refused))), t);
       this.cuts++;
     } else if (this.value < 1) {
       if (this.knee && t - this.knee.at > s.kneeMemoryMs) this.knee = undefined;

@@ -20,13 +20,13 @@ describe("Pace", () => {
   it("cuts to a quarter in one window of nothing but 529s, and at most once per window", () => {
     const c = clock();
     const pace = new Pace(c.now);
-    traffic(pace, c, 31, 300, () => "overloaded");
-    expect(pace.current).toBe(1); // 31 attempts: the window is not yet decided
+    traffic(pace, c, 15, 300, () => "overloaded");
+    expect(pace.current).toBe(1); // 15 refusals: the window is not yet decided
     traffic(pace, c, 1, 1, () => "overloaded");
+    expect(pace.current).toBe(0.25); // 16: half a window of refusals decides
+    traffic(pace, c, 10, 100, () => "overloaded"); // the next window has not closed
     expect(pace.current).toBe(0.25);
-    traffic(pace, c, 20, 100, () => "overloaded"); // the next window has not closed
-    expect(pace.current).toBe(0.25);
-    traffic(pace, c, 12, 200, () => "overloaded");
+    traffic(pace, c, 6, 200, () => "overloaded");
     expect(pace.current).toBeCloseTo(0.0625);
     expect(pace.report().cuts).toBe(2);
   });
@@ -38,13 +38,13 @@ describe("Pace", () => {
     expect(pace.current).toBe(0.01);
   });
 
-  it("wins the pace back additively on clean windows: 20% of the limit per second", () => {
+  it("wins the pace back additively on clean windows: 30% of the limit per second", () => {
     const c = clock();
     const pace = new Pace(c.now);
     traffic(pace, c, 32, 250, () => "overloaded");
     expect(pace.current).toBe(0.25);
     traffic(pace, c, 32, 500, () => "ok");
-    expect(pace.current).toBeCloseTo(0.35);
+    expect(pace.current).toBeCloseTo(0.4);
     traffic(pace, c, 100, 5000, () => "ok");
     expect(pace.current).toBe(1);
     const report = pace.report();
@@ -82,8 +82,8 @@ describe("Pace", () => {
     expect(held.current).toBe(1);
     const throttled = new Pace(c.now);
     traffic(throttled, c, 32, 300, (i) => (i < 2 ? "throttled" : "ok"));
-    // 2 of 20 refused: the pace keeps what got through, bounded to a 20% cut.
-    expect(throttled.current).toBeCloseTo(0.8);
+    // 2 of 32 refused: 1 - 2 x 1/16.
+    expect(throttled.current).toBeCloseTo(0.875);
   });
 
   it("holds near an endpoint that silently allows half the limit: at least 45% achieved, under 5% refused", () => {
