@@ -6,8 +6,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { responseViolations } from "../../src/api/consistency.js";
 import type { SystemOneRequest, SystemOneResponse } from "../../src/api/schema.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { BIN } from "../support/cli.js";
 
-const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 const EXAMPLE = join(import.meta.dirname, "../../examples/requests/support-ticket.json");
 let modelPath: string;
 

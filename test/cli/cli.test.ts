@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { BIN } from "../support/cli.js";
 
-const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 
 function run(args: string[], input?: string) {
   const result = spawnSync(process.execPath, [BIN, ...args], { input, encoding: "utf8", timeout: 20_000 });

@@ -9,8 +9,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneResponse } from "../../src/api/schema.js";
 import type { UsageSummary } from "../../src/runner/usage.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { BIN } from "../support/cli.js";
 
-const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 let modelPath: string;
 let dir: string;
 

@@ -9,8 +9,8 @@ import type { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
 import { call, KEYS, memoryLogger, testAccounts, testRouter } from "./helpers.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { BIN } from "../support/cli.js";
 
-const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 let router: ModelRouter;
 
 beforeAll(async () => {
@@ -95,8 +95,12 @@ describe("typed-eval keys and serve", () => {
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify(body),
     });
-    // Let the request reach the engine, then ask the server to stop.
-    await new Promise((r) => setTimeout(r, 150));
+    // Wait until the server holds the request (its in-progress gauge), then ask it to stop.
+    for (;;) {
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      if (/^typed_eval_requests_in_progress 1$/m.test(metrics)) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
     server.kill("SIGTERM");
     const res = await inFlight;
     expect(res.status).toBe(200);
