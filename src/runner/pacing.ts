@@ -15,15 +15,15 @@
  *   endpoint's limit is a real signal; a clean run draws none) or 529s at or
  *   above `overloadedShare` (clusters shed load sporadically: 5% of 529s is
  *   a known baseline and must not slow the run).
- * - Cut, at most once per window: the pace times (1 - twice the share
- *   refused), bounded to [minCut, maxCut], never below `floor`. An endpoint
+ * - Cut, at most once per window: the pace times the share that got
+ *   through, bounded to [minCut, maxCut], never below `floor`. An endpoint
  *   refusing everything is down to a quarter in one window; one refusing a
  *   few percent (just over its limit) loses 5%.
  * - Recover on a clean window: add `recoverPerSecond` of the limit per second
  *   the window lasted (additive in time, so recovery does not slow down when
  *   the pace is low and windows long). After 429s the pace they came at is
  *   the endpoint's real limit, give or take (the knee): recovery is fast up to
- *   95% of it and slow (`probePerSecond`) above, so the run sits just under
+ *   98% of it and slow (`probePerSecond`) above, so the run sits just under
  *   that limit instead of bouncing off it. A knee not met again within
  *   `kneeMemoryMs` is forgotten (the endpoint's limit was raised).
  */
@@ -120,11 +120,11 @@ export class Pace {
     if (overload) {
       if (this.throttled / n > s.throttledShare) this.knee = { pace: this.value, at: t };
       const refused = (this.throttled + this.overloaded) / n;
-      this.set(Math.max(s.floor, this.value * Math.min(s.maxCut, Math.max(s.minCut, 1 - 2 * refused))), t);
+      this.set(Math.max(s.floor, this.value * Math.min(s.maxCut, Math.max(s.minCut, 1 - refused))), t);
       this.cuts++;
     } else if (this.value < 1) {
       if (this.knee && t - this.knee.at > s.kneeMemoryMs) this.knee = undefined;
-      const fastUpTo = this.knee ? 0.95 * this.knee.pace : 1;
+      const fastUpTo = this.knee ? 0.98 * this.knee.pace : 1;
       let next = this.value + (s.recoverPerSecond * age) / 1000;
       if (next > fastUpTo) next = Math.max(this.value, fastUpTo) + (s.probePerSecond * age) / 1000;
       this.set(Math.min(1, next), t);

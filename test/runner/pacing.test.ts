@@ -82,8 +82,8 @@ describe("Pace", () => {
     expect(held.current).toBe(1);
     const throttled = new Pace(c.now);
     traffic(throttled, c, 32, 300, (i) => (i < 2 ? "throttled" : "ok"));
-    // 2 of 32 refused: 1 - 2 x 1/16.
-    expect(throttled.current).toBeCloseTo(0.875);
+    // 2 of 32 refused: the share that got through, 30/32.
+    expect(throttled.current).toBeCloseTo(0.9375);
   });
 
   it("holds near an endpoint that silently allows half the limit: at least 45% achieved, under 5% refused", () => {
