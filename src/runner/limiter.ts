@@ -46,7 +46,8 @@ export const DEFAULT_LIMITS = { requestsPerMinute: 1200, tokensPerSecond: 250_00
 /** Extra delay before a window gives units back, as a share of the window. */
 const TRANSIT_MARGIN = 0.02;
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {

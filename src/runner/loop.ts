@@ -28,14 +28,27 @@ export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: nu
   const tasks = new Set<Promise<void>>();
   let wake: (() => void) | undefined;
   const stop = hooks.stop;
-  const stopped = new Promise<"stop">((resolve) => {
-    if (stop?.aborted) resolve("stop");
-    stop?.addEventListener("abort", () => {
-      resolve("stop");
-      wake?.();
-    }, { once: true });
-  });
+  stop?.addEventListener("abort", () => wake?.(), { once: true });
   const iterator = items[Symbol.asyncIterator]();
+  // The next record, or "stop" when the stop comes first. Not Promise.race with one long-lived promise: every race
+  // leaves a reaction on it, one per record (a leak measured at 490 MiB for 200,000 records).
+  const nextOrStop = (): Promise<IteratorResult<T> | "stop"> => {
+    if (!stop) return iterator.next();
+    return new Promise((resolve, reject) => {
+      const onStop = () => resolve("stop");
+      stop.addEventListener("abort", onStop, { once: true });
+      iterator.next().then(
+        (result) => {
+          stop.removeEventListener("abort", onStop);
+          resolve(result);
+        },
+        (error: unknown) => {
+          stop.removeEventListener("abort", onStop);
+          reject(error);
+        },
+      );
+    });
+  };
   let end: LoopEnd = "done";
   try {
     for (;;) {
@@ -49,7 +62,7 @@ export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: nu
       }
       while (limit.activeCount + limit.pendingCount >= slots && !stop?.aborted) await new Promise<void>((resolve) => (wake = resolve));
       if (stop?.aborted) continue;
-      const next = await Promise.race([iterator.next(), stopped]);
+      const next = await nextOrStop();
       if (next === "stop") continue;
       if (next.done) break;
       const item = next.value;

@@ -17,7 +17,7 @@ import { backoffMs, DEFAULT_RETRY } from "../api/retry.js";
 import type { SystemOneRequest } from "../api/schema.js";
 import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
 import type { ErrorEntry } from "./journal.js";
-import type { RunLimiter } from "./limiter.js";
+import { sleep, type RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
 
 /** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
@@ -46,21 +46,6 @@ export interface SenderOptions {
   signal: AbortSignal;
   /** For tests: the jitter. */
   random?: () => number;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    signal.throwIfAborted();
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /** How an error reads to the pace. */
