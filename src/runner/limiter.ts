@@ -8,10 +8,11 @@
  * own timers and `incrementReservoir`), so no window ever holds more than
  * the limit, and throughput does not depend on Bottleneck's heartbeat
  * (reservoir refills fire up to 250 ms late) or on `updateSettings` (which
- * stops refills for good, Bottleneck issue 185). Units come back 2% after the
+ * stops refills for good, Bottleneck issue 185). Units come back 1% after the
  * window: the server counts a request when it arrives, a few ms after we
  * count it, and with equal windows that jitter alone drew 1.5% 429s at the
- * token limit (0.0% with the margin; see bench/RESULTS.md).
+ * token limit (0 of 6,000 with the margin, which also caps the pace at 99%;
+ * see bench/RESULTS.md).
  *
  * Leases: Bottleneck's in-memory store yields a macrotask under a lock on
  * every submit, which caps it near 430 jobs/s whatever the limits. So the
@@ -44,7 +45,7 @@ export interface LimiterOptions {
 export const DEFAULT_LIMITS = { requestsPerMinute: 1200, tokensPerSecond: 250_000 } as const;
 
 /** Extra delay before a window gives units back, as a share of the window. */
-const TRANSIT_MARGIN = 0.02;
+const TRANSIT_MARGIN = 0.01;
 
 /** Waits `ms`, or rejects with the signal's reason when it aborts first. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -15,17 +15,20 @@
  *   endpoint's limit is a real signal; a clean run draws none) or 529s at or
  *   above `overloadedShare` (clusters shed load sporadically: 5% of 529s is
  *   a known baseline and must not slow the run).
- * - Cut, at most once per window: the pace times the share that got
+ * - Cut, at most once per window, and for 429s at most once per
+ *   `minCutIntervalMs` (a rate limit counted over a sliding second refuses for
+ *   up to a second after one burst: one excursion, not several; 529 storms
+ *   are cut every window): the pace times the share that got
  *   through, bounded to [minCut, maxCut], never below `floor`. An endpoint
  *   refusing everything is down to a quarter in one window; one refusing a
  *   few percent (just over its limit) loses 5%.
  * - Recover on a clean window: add `recoverPerSecond` of the limit per second
  *   the window lasted (additive in time, so recovery does not slow down when
- *   the pace is low and windows long). After 429s the pace they came at is
- *   the endpoint's real limit, give or take (the knee): recovery is fast up to
- *   98% of it and slow (`probePerSecond`) above, so the run sits just under
- *   that limit instead of bouncing off it. A knee not met again within
- *   `kneeMemoryMs` is forgotten (the endpoint's limit was raised).
+ *   the pace is low and windows long). After 429s, the pace they cut to is
+ *   what the endpoint accepts (the knee): recovery is fast up to it and slow
+ *   (`probePerSecond`) above, so the run sits just under the endpoint's limit
+ *   instead of bouncing off it. A knee not met again within `kneeMemoryMs` is
+ *   forgotten (the endpoint's limit was raised).
  */
 
 export type AttemptOutcome = "ok" | "failed" | "throttled" | "overloaded" | "held";
@@ -41,6 +44,7 @@ export interface PaceSettings {
   recoverPerSecond: number;
   probePerSecond: number;
   kneeMemoryMs: number;
+  minCutIntervalMs: number;
   floor: number;
 }
 
@@ -55,6 +59,7 @@ export const DEFAULT_PACE: PaceSettings = {
   recoverPerSecond: 0.3,
   probePerSecond: 0.02,
   kneeMemoryMs: 30_000,
+  minCutIntervalMs: 1000,
   floor: 0.01,
 };
 
@@ -83,6 +88,7 @@ export class Pace {
   private below = 0;
   private lowest = 1;
   private cuts = 0;
+  private lastCut = -Infinity;
   /** The pace at the last cut for 429s, and when. */
   private knee: { pace: number; at: number } | undefined;
 
@@ -117,14 +123,19 @@ export class Pace {
     if (!((age >= s.windowMs && enough) || age >= s.maxWindowMs)) return;
     const n = Math.max(1, this.attempts);
     const overload = this.throttled / n > s.throttledShare || this.overloaded / n >= s.overloadedShare;
-    if (overload) {
-      if (this.throttled / n > s.throttledShare) this.knee = { pace: this.value, at: t };
+    const throttling = this.throttled / n > s.throttledShare;
+    if (overload && throttling && this.overloaded / n < s.overloadedShare && t - this.lastCut < s.minCutIntervalMs) {
+      // 429s still paying for the last excursion (rate limits count over a second or more): no second cut for it.
+    } else if (overload) {
+      this.lastCut = t;
       const refused = (this.throttled + this.overloaded) / n;
       this.set(Math.max(s.floor, this.value * Math.min(s.maxCut, Math.max(s.minCut, 1 - refused))), t);
+      // After 429s the pace just cut to is what the endpoint accepts: above it, only probe.
+      if (throttling) this.knee = { pace: this.value, at: t };
       this.cuts++;
     } else if (this.value < 1) {
       if (this.knee && t - this.knee.at > s.kneeMemoryMs) this.knee = undefined;
-      const fastUpTo = this.knee ? 0.98 * this.knee.pace : 1;
+      const fastUpTo = this.knee ? this.knee.pace : 1;
       let next = this.value + (s.recoverPerSecond * age) / 1000;
       if (next > fastUpTo) next = Math.max(this.value, fastUpTo) + (s.probePerSecond * age) / 1000;
       this.set(Math.min(1, next), t);

@@ -27,7 +27,7 @@ describe("RunLimiter under fake timers", () => {
     await Promise.all(jobs);
     expect(starts).toHaveLength(400);
     expect(busiestWindow(starts, 60_000)).toBeLessThanOrEqual(120);
-    // 2 per second (less the 2% transit margin): 400 requests take about 200 s, not much more.
+    // 2 per second (less the 1% transit margin): 400 requests take about 200 s, not much more.
     expect(starts.at(-1)!.at).toBeLessThanOrEqual(200_000 * 1.02);
     expect(starts.at(-1)!.at).toBeGreaterThanOrEqual(199_000 - 1000);
     await limiter.stop();

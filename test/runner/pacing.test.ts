@@ -17,7 +17,7 @@ function traffic(pace: Pace, c: ReturnType<typeof clock>, n: number, ms: number,
 }
 
 describe("Pace", () => {
-  it("cuts to a quarter in one window of nothing but 529s, and at most once per window", () => {
+  it("cuts to a quarter in one window of nothing but 529s, at most once per window", () => {
     const c = clock();
     const pace = new Pace(c.now);
     traffic(pace, c, 15, 300, () => "overloaded");
@@ -84,6 +84,11 @@ describe("Pace", () => {
     traffic(throttled, c, 32, 300, (i) => (i < 2 ? "throttled" : "ok"));
     // 2 of 32 refused: the share that got through, 30/32.
     expect(throttled.current).toBeCloseTo(0.9375);
+    // More 429s within the second after that cut are the same excursion: no second cut.
+    traffic(throttled, c, 32, 300, (i) => (i < 4 ? "throttled" : "ok"));
+    expect(throttled.current).toBeCloseTo(0.9375);
+    traffic(throttled, c, 32, 800, (i) => (i < 4 ? "throttled" : "ok"));
+    expect(throttled.current).toBeCloseTo(0.9375 * 0.875);
   });
 
   it("holds near an endpoint that silently allows half the limit: at least 45% achieved, under 5% refused", () => {
