@@ -3,10 +3,11 @@
  * limits the run uses now. Pure and clock-injected, so fake time pins every
  * transition.
  *
- * The signal: the share of attempts in a recent window answered 429 without
- * a delay (the endpoint's limit is below ours) or 529 (the endpoint is
- * overloaded). A 429 that carries `retry-after-ms`/`retry-after` is precise
- * and is obeyed by holding the run (see `RunLimiter.hold`), not counted here.
+ * The signal: the share of attempts in a recent window answered 429 (the
+ * endpoint's limit is below ours: shards sharing one account, or a limit
+ * lower than configured) or 529 (the endpoint is overloaded). A 429 that
+ * carries `retry-after-ms`/`retry-after` also holds the run until then (see
+ * `RunLimiter.hold`).
  *
  * - A window closes after at least `windowMs` and `minAttempts` attempts (or
  *   half as many refusals), or after `maxWindowMs` whatever it holds, so a
@@ -106,9 +107,8 @@ export class Pace {
   }
 
   record(outcome: AttemptOutcome): void {
-    if (outcome === "held") return;
     this.attempts++;
-    if (outcome === "throttled") this.throttled++;
+    if (outcome === "throttled" || outcome === "held") this.throttled++;
     else if (outcome === "overloaded") this.overloaded++;
     this.update();
   }
