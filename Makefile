@@ -6,7 +6,7 @@ NPM_STAMP := node_modules/.typed-eval-installed
 
 ACCOUNTS ?= accounts.json
 
-.PHONY: help install test typecheck unit eval serve bench build clean soak
+.PHONY: help install test lint format typecheck unit eval serve bench build clean soak
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
@@ -38,13 +38,20 @@ $(BUILD_STAMP): $(NPM_STAMP) $(SOURCES) tsconfig.json tsconfig.build.json
 typecheck: $(NPM_STAMP)
 	npx tsc -p tsconfig.json --noEmit
 
+# Biome: the formatter and the linter (biome.jsonc says which rules are off, and why). `make format` applies both.
+lint: $(NPM_STAMP)
+	npx biome check .
+
+format: $(NPM_STAMP)
+	npx biome check --write .
+
 CHROMIUM ?= /usr/bin/chromium
 # The tests spawn the CLI a few hundred times: compiled, a spawn takes half the CPU of one through tsx.
 unit: $(NPM_STAMP) $(BUILD_STAMP)
 	@test -x $(CHROMIUM) || echo "*** No Chromium at $(CHROMIUM): the browser tests of the HTML reports will be SKIPPED (apt-get install -y chromium) ***" >&2
 	CHROMIUM_PATH=$(CHROMIUM) npx vitest run
 
-test: typecheck unit
+test: lint typecheck unit
 
 # The long variants of the reliability tests (test/reliability): 100 kills, 100,000
 # fuzzed bodies, three minutes of load; then the packed package installed and run.

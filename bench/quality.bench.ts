@@ -40,17 +40,29 @@ async function fixtures(seed: number): Promise<{ answers: string; gold: string }
     const lt = lv.reduce((a, b) => a + b, 0);
 
     return `${JSON.stringify({
-      id: `r${i}`, line: i + 1, source: "night.jsonl", model: "m-1.0.0",
+      id: `r${i}`,
+      line: i + 1,
+      source: "night.jsonl",
+      model: "m-1.0.0",
       answers: {
         urgent: { type: "noul", noul: p },
         team: { type: "choice", choice: "shipping", probabilities: Object.fromEntries(options.map((o, j) => [o, (w[j] as number) / t])), confidence: 0.5 },
-        mood: { type: "score", score: 1.5, legend: { 0: "calm", 1: "annoyed", 2: "angry", 3: "furious" }, probabilities: Object.fromEntries(lv.map((x, j) => [String(j), x / lt])), confidence: 0.3 },
+        mood: {
+          type: "score",
+          score: 1.5,
+          legend: { 0: "calm", 1: "annoyed", 2: "angry", 3: "furious" },
+          probabilities: Object.fromEntries(lv.map((x, j) => [String(j), x / lt])),
+          confidence: 0.3,
+        },
       },
       usage: { input_tokens: 200, output_tokens: 3 },
     })}\n`;
   });
   const g = seededRandom(seed + 100);
-  await write(gold, (i) => `${i === 0 ? "id,urgent,team,mood\n" : ""}r${i},${g() < 0.5 ? "yes" : "no"},${options[Math.floor(g() * 5)]},${Math.floor(g() * 4)}\n`);
+  await write(
+    gold,
+    (i) => `${i === 0 ? "id,urgent,team,mood\n" : ""}r${i},${g() < 0.5 ? "yes" : "no"},${options[Math.floor(g() * 5)]},${Math.floor(g() * 4)}\n`,
+  );
   return { answers, gold };
 }
 
@@ -67,7 +79,8 @@ function measured(args: string[]): { seconds: number; peakMiB: number } {
 async function bareRead(path: string): Promise<number> {
   const start = process.hrtime.bigint();
   let n = 0;
-  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) if (line) n += (JSON.parse(line) as { line: number }).line > 0 ? 1 : 0;
+  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity }))
+    if (line) n += (JSON.parse(line) as { line: number }).line > 0 ? 1 : 0;
   if (n !== ROWS) throw new Error(`read ${n} rows`);
   return Number(process.hrtime.bigint() - start) / 1e9;
 }

@@ -137,7 +137,26 @@ async function throughput(figures: Record<string, number>, ratios: Ratio[]): Pro
       const started = Date.now();
       const time = spawnSync(
         "/usr/bin/time",
-        ["-f", "%M", process.execPath, join(import.meta.dirname, "../bin/typed-eval.js"), "run", input, "--job", jobPath, "-o", out, "--base-url", up.url, "--rpm", "1e12", "--tps", "1e15", "--concurrency", "64"],
+        [
+          "-f",
+          "%M",
+          process.execPath,
+          join(import.meta.dirname, "../bin/typed-eval.js"),
+          "run",
+          input,
+          "--job",
+          jobPath,
+          "-o",
+          out,
+          "--base-url",
+          up.url,
+          "--rpm",
+          "1e12",
+          "--tps",
+          "1e15",
+          "--concurrency",
+          "64",
+        ],
         { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
       );
       const seconds = (Date.now() - started) / 1000;
@@ -269,7 +288,14 @@ const benchmark: Benchmark = {
     const local = new LocalEvaluator(engine, { id: "tiny-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
     const router = new ModelRouter([{ names: ["default"], evaluator: local }]);
     const triage = loadJob("jobs/support-triage.json");
-    const estimate = await estimateJob({ job: triage, source: openLocalSource("examples/data/tickets.jsonl", "jsonl"), evaluator: router, price: 0.042, rpm: 1200, tps: 250_000 });
+    const estimate = await estimateJob({
+      job: triage,
+      source: openLocalSource("examples/data/tickets.jsonl", "jsonl"),
+      evaluator: router,
+      price: 0.042,
+      rpm: 1200,
+      tps: 250_000,
+    });
     const out = join(dir, "estimate.jsonl");
     const real = await runJob({
       job: triage,

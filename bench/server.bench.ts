@@ -26,7 +26,13 @@ function percentile(values: number[], p: number): number {
 
 async function measure(threads: number) {
   const { router } = await testRouter(threads);
-  const app = buildServer({ evaluator: router, accounts: testAccounts(), logger: createLogger({ level: "silent" }), limiter: new RateLimiter(), maxQueue: 1000 });
+  const app = buildServer({
+    evaluator: router,
+    accounts: testAccounts(),
+    logger: createLogger({ level: "silent" }),
+    limiter: new RateLimiter(),
+    maxQueue: 1000,
+  });
   await app.listen({ host: "127.0.0.1", port: 0 });
   const port = (app.server.address() as AddressInfo).port;
   const agent = new Agent({ keepAlive: true, maxSockets: 32 });
@@ -38,7 +44,14 @@ async function measure(threads: number) {
   const post = (body: SystemOneRequest) =>
     new Promise<void>((resolve, reject) => {
       const req = httpRequest(
-        { host: "127.0.0.1", port, path: "/v1/systemone", method: "POST", agent, headers: { authorization: `Bearer ${KEYS.all}`, "content-type": "application/json" } },
+        {
+          host: "127.0.0.1",
+          port,
+          path: "/v1/systemone",
+          method: "POST",
+          agent,
+          headers: { authorization: `Bearer ${KEYS.all}`, "content-type": "application/json" },
+        },
         (res) => {
           let text = "";
           res.on("data", (c: Buffer) => (text += c.toString()));

@@ -35,7 +35,17 @@ const arrivals: { at: number; tokens: number }[] = [];
 let head = 0;
 let stormUntil = 0;
 const started = Date.now();
-const stats = { accepted: 0, rejected: 0, overloaded: 0, failed: 0, reset: 0, first: 0, last: 0, attemptsPerSecond: [] as number[], acceptedPerSecond: [] as number[] };
+const stats = {
+  accepted: 0,
+  rejected: 0,
+  overloaded: 0,
+  failed: 0,
+  reset: 0,
+  first: 0,
+  last: 0,
+  attemptsPerSecond: [] as number[],
+  acceptedPerSecond: [] as number[],
+};
 
 function bump(series: number[]): void {
   const second = Math.floor((Date.now() - started) / 1000);

@@ -24,7 +24,10 @@ const benchmark: Benchmark = {
     const maximal = body(255, 10, 16);
     const figures: Record<string, number> = {};
     const ratios = [];
-    for (const [name, text] of [["typical (3 questions)", typical], ["maximal (48 questions, 255 options)", maximal]] as const) {
+    for (const [name, text] of [
+      ["typical (3 questions)", typical],
+      ["maximal (48 questions, 255 options)", maximal],
+    ] as const) {
       const parse = await timeMs(() => JSON.parse(text), 2000);
       const validate = await timeMs(() => validateRequest(JSON.parse(text)), 2000);
       figures[`${name}: parse ms`] = parse;

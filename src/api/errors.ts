@@ -189,9 +189,10 @@ export function errorFromResponse(status: number, body: unknown, retryAfterMs: n
     case 408:
       return new RequestTimeoutError(message);
     case 422: {
-      const detail = body && typeof body === "object" && Array.isArray((body as { detail?: unknown }).detail)
-        ? ((body as { detail: ValidationErrorItem[] }).detail)
-        : [{ loc: ["body"], msg: message, type: "value_error" }];
+      const detail =
+        body && typeof body === "object" && Array.isArray((body as { detail?: unknown }).detail)
+          ? (body as { detail: ValidationErrorItem[] }).detail
+          : [{ loc: ["body"], msg: message, type: "value_error" }];
       return new UnprocessableEntityError(detail);
     }
     case 429:

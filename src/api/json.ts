@@ -15,7 +15,8 @@ export function depthExceededAt(text: string, max: number): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 92) i++; // backslash: skip the escaped character
+      if (c === 92)
+        i++; // backslash: skip the escaped character
       else if (c === 34) inString = false;
     } else if (c === 34) inString = true;
     else if (c === 91 || c === 123) {
@@ -48,7 +49,7 @@ export function syntaxErrorAt(text: string): number {
       if (c === 92) {
         const e = text[i + 1] ?? "";
         if (e === "u") {
-          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) return void (i += 1, fail());
+          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) return void ((i += 1), fail());
           i += 6;
         } else if ('"\\/bfnrt'.includes(e) && e !== "") i += 2;
         else return void (i++, fail());
@@ -108,9 +109,7 @@ export function syntaxErrorAt(text: string): number {
 }
 
 function invalid(position: number, error: string): UnprocessableEntityError {
-  return new UnprocessableEntityError([
-    { type: "json_invalid", loc: ["body", position], msg: "JSON decode error", input: {}, ctx: { error } },
-  ]);
+  return new UnprocessableEntityError([{ type: "json_invalid", loc: ["body", position], msg: "JSON decode error", input: {}, ctx: { error } }]);
 }
 
 /** Parses a request body, or throws the 422 a client should get. */

@@ -2,12 +2,7 @@
  * The OpenAPI 3.1 document of spec section 4, generated from `schema.ts`:
  * every schema with an `$id` becomes a component and is referenced by `$ref`.
  */
-import {
-  HTTPValidationError,
-  ModelMetadataList,
-  SystemOneRequest,
-  SystemOneResponse,
-} from "./schema.js";
+import { HTTPValidationError, ModelMetadataList, SystemOneRequest, SystemOneResponse } from "./schema.js";
 
 /** Document version of the machine-readable description (spec section 9). */
 export const OPENAPI_DOCUMENT_VERSION = "0.2.0";

@@ -18,17 +18,14 @@ const AnyArray = Type.Unsafe<unknown[]>({ type: "array", items: {} });
 /** Text or structured content: string, object or array. */
 const Content = (options: SchemaOptions = {}) => Type.Union([Type.String(), AnyObject, AnyArray], options);
 /** Content or null. */
-const NullableContent = (options: SchemaOptions = {}) =>
-  Type.Union([Type.String(), AnyObject, AnyArray, Type.Null()], options);
+const NullableContent = (options: SchemaOptions = {}) => Type.Union([Type.String(), AnyObject, AnyArray, Type.Null()], options);
 
 /** A string-keyed map whose values follow `value` (JSON Schema `additionalProperties`). */
 function MapOf<T extends TSchema>(value: T, options: SchemaOptions = {}) {
   return Type.Unsafe<{ [key: string]: Static<T> }>({ ...options, type: "object", additionalProperties: value });
 }
 
-const instructions = Type.Optional(
-  NullableContent({ title: "Instructions", description: "What the model should decide, rate, or answer yes/no about." }),
-);
+const instructions = Type.Optional(NullableContent({ title: "Instructions", description: "What the model should decide, rate, or answer yes/no about." }));
 
 export const NoulCriteria = Type.Object(
   {
@@ -167,10 +164,7 @@ export const ModelMetadata = Type.Object(
   { $id: "ModelMetadata", title: "ModelMetadata" },
 );
 
-export const ModelMetadataList = Type.Object(
-  { models: Type.Array(ModelMetadata) },
-  { $id: "ModelMetadataList", title: "ModelMetadataList" },
-);
+export const ModelMetadataList = Type.Object({ models: Type.Array(ModelMetadata) }, { $id: "ModelMetadataList", title: "ModelMetadataList" });
 
 export const ValidationErrorItem = Type.Object(
   {

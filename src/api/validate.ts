@@ -311,12 +311,22 @@ export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
     for (const [key, value] of Object.entries(question)) {
       if (QUESTION_KEYS.has(key)) continue;
       const hint = key === "instruction" ? " (did you mean instructions?)" : key === "criterion" || key === "options" ? " (did you mean criteria?)" : "";
-      errors.push({ type: "extra_forbidden", loc: ["body", "questions", name, question.type, key], msg: `Extra inputs are not permitted${hint}`, input: value });
+      errors.push({
+        type: "extra_forbidden",
+        loc: ["body", "questions", name, question.type, key],
+        msg: `Extra inputs are not permitted${hint}`,
+        input: value,
+      });
     }
     if (question.type === "noul" && isPlainObject(question.criteria)) {
       for (const [key, value] of Object.entries(question.criteria)) {
         if (key === "true" || key === "false") continue;
-        errors.push({ type: "extra_forbidden", loc: ["body", "questions", name, "noul", "criteria", key], msg: "Extra inputs are not permitted: noul criteria take the keys true and false", input: value });
+        errors.push({
+          type: "extra_forbidden",
+          loc: ["body", "questions", name, "noul", "criteria", key],
+          msg: "Extra inputs are not permitted: noul criteria take the keys true and false",
+          input: value,
+        });
       }
     }
   }

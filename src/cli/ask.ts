@@ -47,7 +47,9 @@ export const askCommand: CommandModule<object, AskArgs> = {
     try {
       raw = await readInput(args.state);
     } catch (error) {
-      throw new UsageError(`cannot read the state ${args.state}: ${(error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (error as Error).message}`);
+      throw new UsageError(
+        `cannot read the state ${args.state}: ${(error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (error as Error).message}`,
+      );
     }
     let state: unknown = raw;
     if (!args.text) {

@@ -77,10 +77,16 @@ export const assessCommand: CommandModule<object, AssessArgs> = {
     });
     const failed = failedConditions(a, conditions);
     if (args.html) writeFileAtomic(args.html, assessmentHtml(a));
-    process.stdout.write(args.json ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, actual: f.actual })) }, null, 2)}\n` : `${describeAssessment(a)}\n`);
+    process.stdout.write(
+      args.json
+        ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, actual: f.actual })) }, null, 2)}\n`
+        : `${describeAssessment(a)}\n`,
+    );
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {
-      process.stderr.write(`typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`);
+      process.stderr.write(
+        `typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`,
+      );
       process.exitCode = EXIT.gate;
     }
   },
@@ -104,13 +110,21 @@ export const thresholdsCommand: CommandModule<object, ThresholdArgs> = {
   describe: "Pick per-question review thresholds that reach a target accuracy on gold labels, with the coverage each gives",
   builder: (y) =>
     withGoldOptions(y)
-      .option("target-accuracy", numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }))
+      .option(
+        "target-accuracy",
+        numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }),
+      )
       .option("json", { type: "boolean", default: false, describe: "print JSON" }),
   handler: async (args) => {
     favourSize();
     const target = args["target-accuracy"];
     const { questions, idField } = jobQuestions(args.job);
-    const joined = await joinGold(args.answers, args.gold, { questions, idField: args["id-field"], jobIdField: idField, allowUnmatched: args["allow-unmatched"] });
+    const joined = await joinGold(args.answers, args.gold, {
+      questions,
+      idField: args["id-field"],
+      jobIdField: idField,
+      allowUnmatched: args["allow-unmatched"],
+    });
     const list = thresholds(joined, target, { seed: args.seed, bootstrap: args.bootstrap });
     process.stdout.write(args.json ? `${JSON.stringify(list, null, 2)}\n` : `${describeThresholds(list)}\n`);
   },

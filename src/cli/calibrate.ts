@@ -82,7 +82,11 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
       .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
       .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
-      .option("method", { choices: METHODS, default: "auto" as const, describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold" })
+      .option("method", {
+        choices: METHODS,
+        default: "auto" as const,
+        describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold",
+      })
       .option("folds", numeric("folds", { integer: true, min: 2, max: 100 }, { default: 5, describe: "cross-validation folds" }))
       .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of the fold split" }))
       .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the calibration file (JSON)" })
@@ -90,10 +94,14 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       .option("allow-unmatched", { type: "boolean", default: false, describe: "fit even when some gold ids are not in the answers" })
       .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
       .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
-      .option("timeout", numeric("timeout", { above: 0 }, { default: 60, describe: "contextual: seconds to wait for a remote answer" })) as unknown as Argv<CalibrateArgs>,
+      .option(
+        "timeout",
+        numeric("timeout", { above: 0 }, { default: 60, describe: "contextual: seconds to wait for a remote answer" }),
+      ) as unknown as Argv<CalibrateArgs>,
   handler: async (args) => {
     const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";
-    if (fitted && !args.gold) throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
+    if (fitted && !args.gold)
+      throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
     if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");
     favourSize();
     const { questions, idField } = jobQuestions(args.job);
@@ -108,7 +116,13 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       questions: {},
     };
     if (fitted) {
-      const joined = await joinGold(args.answers, args.gold as string, { questions, idField: args["id-field"], jobIdField: idField, raw: true, allowUnmatched: args["allow-unmatched"] });
+      const joined = await joinGold(args.answers, args.gold as string, {
+        questions,
+        idField: args["id-field"],
+        jobIdField: idField,
+        raw: true,
+        allowUnmatched: args["allow-unmatched"],
+      });
       for (const q of joined.questions) {
         const rows = joined.rows.get(q.name) as Rows;
         if (rows.n === 0) continue;
@@ -128,11 +142,16 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       try {
         const runIdentity = evaluator.identity(job.model);
         if (identity !== null && identity !== runIdentity) {
-          throw new UsageError(`${args.answers} came from ${identity}, but the model asked here is ${runIdentity}: contextual calibration must ask the model that answered`);
+          throw new UsageError(
+            `${args.answers} came from ${identity}, but the model asked here is ${runIdentity}: contextual calibration must ask the model that answered`,
+          );
         }
         identity = runIdentity;
         out.identity = identity;
-        const { maps } = await contextualMaps(job.questions, async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers);
+        const { maps } = await contextualMaps(
+          job.questions,
+          async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers,
+        );
         const all = await allRows(args.answers, questions);
         for (const [name, map] of Object.entries(maps)) {
           const rows = all.rows.get(name);
@@ -145,7 +164,8 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
     if (Object.keys(out.questions).length === 0) throw new UsageError("nothing to calibrate: no question has rows");
     writeFileAtomic(args.output, `${JSON.stringify(out, null, 2)}\n`);
     const lines = Object.entries(out.questions).map(([name, q]) => describeFit(name, q));
-    if (identity === null) lines.push(`warning: no model identity is known for ${args.answers} (no usage file beside it): run --calibration will need --force-calibration`);
+    if (identity === null)
+      lines.push(`warning: no model identity is known for ${args.answers} (no usage file beside it): run --calibration will need --force-calibration`);
     lines.push(`calibration: ${args.output}`);
     process.stdout.write(`${lines.join("\n")}\n`);
   },

@@ -35,12 +35,19 @@ export function numberRule(flag: string, rule: NumberRule): (value: unknown) => 
       (rule.min === undefined || x >= rule.min) &&
       (rule.above === undefined || x > rule.above) &&
       (rule.max === undefined || x <= rule.max);
-    if (!ok) throw new UsageError(`--${flag} takes ${accepts(rule)}, not ${typeof value === "number" && Number.isNaN(value) ? "something that is not a number" : JSON.stringify(value)}`);
+    if (!ok)
+      throw new UsageError(
+        `--${flag} takes ${accepts(rule)}, not ${typeof value === "number" && Number.isNaN(value) ? "something that is not a number" : JSON.stringify(value)}`,
+      );
     return x;
   };
 }
 
 /** A numeric option: its yargs settings with the check attached. */
-export function numeric<S extends { describe: string; default?: number; demandOption?: boolean }>(flag: string, rule: NumberRule, settings: S): S & { type: "number"; coerce: (value: unknown) => number } {
+export function numeric<S extends { describe: string; default?: number; demandOption?: boolean }>(
+  flag: string,
+  rule: NumberRule,
+  settings: S,
+): S & { type: "number"; coerce: (value: unknown) => number } {
   return { ...settings, type: "number", coerce: numberRule(flag, rule) };
 }

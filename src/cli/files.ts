@@ -11,7 +11,12 @@ export function folderFor(path: string, flag: string): void {
     mkdirSync(dirname(resolve(path)), { recursive: true });
   } catch (error) {
     const e = error as NodeJS.ErrnoException;
-    const why = e.code === "EEXIST" || e.code === "ENOTDIR" ? `part of ${dirname(path)} is a file, not a folder` : e.code === "EACCES" ? `no permission to create ${dirname(path)}` : e.message;
+    const why =
+      e.code === "EEXIST" || e.code === "ENOTDIR"
+        ? `part of ${dirname(path)} is a file, not a folder`
+        : e.code === "EACCES"
+          ? `no permission to create ${dirname(path)}`
+          : e.message;
     throw new UsageError(`cannot write ${flag} ${path}: ${why}; choose another path`);
   }
 }

@@ -25,9 +25,34 @@ import { JournalMismatchError } from "../runner/journal.js";
 import { PromptUnavailableError } from "../evaluator/router.js";
 
 /** Errors that mean the invocation, a file it names, or the input cannot be used: one line, exit 2. */
-const USAGE_ERRORS = [BackendError, RegistryError, DownloadError, AccountsError, JobError, SourceError, QualityInputError, UsageError, JournalMismatchError, PromptUnavailableError];
+const USAGE_ERRORS = [
+  BackendError,
+  RegistryError,
+  DownloadError,
+  AccountsError,
+  JobError,
+  SourceError,
+  QualityInputError,
+  UsageError,
+  JournalMismatchError,
+  PromptUnavailableError,
+];
 
-const COMMANDS = [runCommand, estimateCommand, usageCommand, assessCommand, calibrateCommand, thresholdsCommand, reportCommand, askCommand, modelsCommand, serveCommand, keysCommand, validateCommand, openapiCommand];
+const COMMANDS = [
+  runCommand,
+  estimateCommand,
+  usageCommand,
+  assessCommand,
+  calibrateCommand,
+  thresholdsCommand,
+  reportCommand,
+  askCommand,
+  modelsCommand,
+  serveCommand,
+  keysCommand,
+  validateCommand,
+  openapiCommand,
+];
 
 /** Options that take several values; any other option given twice is a usage error (yargs would pass an array). */
 const LISTS = new Set(["files", "models", "alias"]);

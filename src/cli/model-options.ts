@@ -40,7 +40,10 @@ export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
       describe: "llama.cpp backend: auto uses a GPU build when one loads and the CPU otherwise; off is the CPU",
     })
     .option("threads", numeric("threads", { integer: true, min: 1, max: 1024 }, { describe: "CPU threads (default: every core)" }))
-    .option("context-size", numeric("context-size", { integer: true, min: 64, max: 1_048_576 }, { describe: "tokens per sequence (default: the model's, at most 8192)" })) as Argv<T & ModelArgs>;
+    .option(
+      "context-size",
+      numeric("context-size", { integer: true, min: 64, max: 1_048_576 }, { describe: "tokens per sequence (default: the model's, at most 8192)" }),
+    ) as Argv<T & ModelArgs>;
 }
 
 /** The default backend: `$TYPED_EVAL_GPU` when it names one, else auto. */

@@ -26,7 +26,12 @@ const listCommand: CommandModule<object, ListArgs> = {
     y
       .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
       .option("json", { type: "boolean", default: false, describe: "print JSON" })
-      .option("gpu", { choices: GPU_CHOICES, default: defaultGpu(), defaultDescription: "$TYPED_EVAL_GPU, else auto", describe: "the backend choice to check" }),
+      .option("gpu", {
+        choices: GPU_CHOICES,
+        default: defaultGpu(),
+        defaultDescription: "$TYPED_EVAL_GPU, else auto",
+        describe: "the backend choice to check",
+      }),
   handler: async (args) => {
     const registry = ModelRegistry.load({ file: args["models-file"] });
     const rows = registry.entries.map((entry) => {

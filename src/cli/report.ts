@@ -19,7 +19,11 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
   describe: "A run at a glance as one HTML file: label shares, confidence, label mass, errors, usage; --compare shows what moved",
   builder: (y) =>
     y
-      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv); its .errors.jsonl and .usage.json are read when beside it" })
+      .positional("answers", {
+        type: "string",
+        demandOption: true,
+        describe: "answers a run wrote (.jsonl or .csv); its .errors.jsonl and .usage.json are read when beside it",
+      })
       .option("compare", { type: "string", describe: "an earlier run's answers: label shift (PSI, Jensen-Shannon), agreement, flipped records" })
       .option("job", { alias: "j", type: "string", describe: "the job file (option order and level texts)" })
       .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html)" })
@@ -41,7 +45,9 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
         lines.push(`${q.name} (${q.type}): ${shares}`);
       }
       for (const s of report.compare?.shifts ?? []) {
-        lines.push(`${s.question} vs ${report.compare?.answers}: PSI ${s.psi.toFixed(3)}, JS distance ${s.js_distance.toFixed(3)}, agreement ${(s.agreement * 100).toFixed(1)}% on ${s.shared} shared ids, ${s.flipped} flipped`);
+        lines.push(
+          `${s.question} vs ${report.compare?.answers}: PSI ${s.psi.toFixed(3)}, JS distance ${s.js_distance.toFixed(3)}, agreement ${(s.agreement * 100).toFixed(1)}% on ${s.shared} shared ids, ${s.flipped} flipped`,
+        );
       }
       lines.push(`report: ${output}`);
       process.stdout.write(`${lines.join("\n")}\n`);

@@ -73,19 +73,33 @@ interface RunArgs extends JobArgs {
 export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
   return withModelOptions(
     y
-      .positional("input", { type: "string", demandOption: true, describe: "JSONL or CSV (optionally .gz): a path, - for stdin, s3://bucket/key or s3://bucket/prefix/" })
+      .positional("input", {
+        type: "string",
+        demandOption: true,
+        describe: "JSONL or CSV (optionally .gz): a path, - for stdin, s3://bucket/key or s3://bucket/prefix/",
+      })
       .option("job", { alias: "j", type: "string", demandOption: true, describe: "job file (questions, model, state and id fields)" })
       .option("format", { choices: ["jsonl", "csv"] as const, describe: "input format (default: from the extension; stdin: jsonl)" })
-      .option("base-url", { type: "string", default: process.env["TYPED_EVAL_BASE_URL"], describe: "a remote /v1/systemone endpoint instead of the embedded model ($TYPED_EVAL_BASE_URL)" })
+      .option("base-url", {
+        type: "string",
+        default: process.env["TYPED_EVAL_BASE_URL"],
+        describe: "a remote /v1/systemone endpoint instead of the embedded model ($TYPED_EVAL_BASE_URL)",
+      })
       .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
       .option("rpm", numeric("rpm", { above: 0 }, { default: 1200, describe: "requests per minute allowed" }))
       .option("tps", numeric("tps", { above: 0 }, { default: 250_000, describe: "input tokens per second allowed" }))
-      .option("concurrency", numeric("concurrency", { integer: true, min: 1, max: 10_000 }, { describe: "requests in flight (default: 4 embedded, 32 remote)" }))
+      .option(
+        "concurrency",
+        numeric("concurrency", { integer: true, min: 1, max: 10_000 }, { describe: "requests in flight (default: 4 embedded, 32 remote)" }),
+      )
       .option("timeout", numeric("timeout", { above: 0 }, { default: 60, describe: "seconds to wait for a remote answer before the attempt counts as failed" }))
       .option("shard", { type: "string", coerce: shardText, describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
       .option("price", numeric("price", { min: 0 }, { describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" }))
       .option("limit", numeric("limit", { integer: true, min: 1 }, { describe: "only the first N records (try a job before a night's run)" }))
-      .option("sample", numeric("sample", { integer: true, min: 1 }, { describe: "only a random N records, the same for the same --seed (reads the whole input)" }))
+      .option(
+        "sample",
+        numeric("sample", { integer: true, min: 1 }, { describe: "only a random N records, the same for the same --seed (reads the whole input)" }),
+      )
       .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of --sample" }))
       .conflicts("limit", "sample"),
   ) as Argv<T & JobArgs>;
@@ -110,14 +124,16 @@ function shardText(value: unknown): string {
 export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args), beforeModel?: () => void | Promise<void>) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
-  let source: Source = isS3(args.input) ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message)) : openLocalSource(args.input, format);
+  let source: Source = isS3(args.input)
+    ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message))
+    : openLocalSource(args.input, format);
   if (args.limit !== undefined) source = firstRecords(source, args.limit);
   if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
   checkBaseUrl(args["base-url"]);
   await beforeModel?.();
   const { evaluator, entry } = await openEvaluator(args, job, logger);
   // An embedded model knows its price (0 for a file the registry does not know); a remote one costs the hosted price unless told.
-  const price = args.price ?? evaluator.pricePerMillion?.(job.model) ?? (args["base-url"] ? 0.042 : entry?.price_per_million_input_tokens ?? 0.042);
+  const price = args.price ?? evaluator.pricePerMillion?.(job.model) ?? (args["base-url"] ? 0.042 : (entry?.price_per_million_input_tokens ?? 0.042));
   const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
   return { job, shard, format, source, evaluator, price, concurrency };
 }
@@ -154,7 +170,8 @@ export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" |
     if (!apiKey) logger.warn({ env: args["api-key-env"] }, `$${args["api-key-env"]} is not set: sending requests without an API key`);
     evaluator = endpointEvaluator({ baseUrl, apiKey, timeoutMs: args.timeout * 1000 });
   } else {
-    if (!entry) throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
+    if (!entry)
+      throw new RegistryError(`unknown model "${job.model}" in ${args.job}; known: ${registry.names().join(", ")} (or pass --base-url for a remote model)`);
     evaluator = await openModelFromArgs({ ...args, model: job.model }, { announce: true });
   }
   return { evaluator, entry };
@@ -163,7 +180,10 @@ export async function openEvaluator(args: ModelArgs & Pick<JobArgs, "base-url" |
 function checkBaseUrl(baseUrl: string | undefined): void {
   if (baseUrl === undefined) return;
   // An empty value is a mistake (an unset variable in `--base-url $TYPED_EVAL_BASE_URL`), never "use the embedded model".
-  if (baseUrl.trim() === "") throw new UsageError("--base-url is empty (is the variable it came from set?): pass an endpoint such as https://host, or leave the flag out to use the embedded model");
+  if (baseUrl.trim() === "")
+    throw new UsageError(
+      "--base-url is empty (is the variable it came from set?): pass an endpoint such as https://host, or leave the flag out to use the embedded model",
+    );
   if (!/^https?:\/\/[^/]/i.test(baseUrl)) throw new UsageError(`--base-url takes an http:// or https:// URL, not ${JSON.stringify(baseUrl)}`);
 }
 
@@ -172,10 +192,17 @@ function checkBaseUrl(baseUrl: string | undefined): void {
  * checked before any model is loaded; `verify` then checks the calibration's
  * model identity against the evaluator the run opened.
  */
-function outputPolicy(args: RunArgs, job: Job, sidecar: string, format: OutputFormat, logger: Logger): { policy: NonNullable<RunOptions["output"]>; verify(evaluator: Evaluator): void } {
+function outputPolicy(
+  args: RunArgs,
+  job: Job,
+  sidecar: string,
+  format: OutputFormat,
+  logger: Logger,
+): { policy: NonNullable<RunOptions["output"]>; verify(evaluator: Evaluator): void } {
   const policy: NonNullable<RunOptions["output"]> = { csvBom: args["csv-bom"] };
-  let verify = (_: Evaluator) => undefined as void;
-  const calibration = args.calibration ?? (job.calibration === undefined ? undefined : job.calibration === "batch" ? "batch" : resolve(dirname(args.job), job.calibration));
+  let verify: (evaluator: Evaluator) => void = () => {};
+  const calibration =
+    args.calibration ?? (job.calibration === undefined ? undefined : job.calibration === "batch" ? "batch" : resolve(dirname(args.job), job.calibration));
   if (calibration === "batch") {
     policy.calibration = "batch";
     policy.calibrationSource = "batch";
@@ -188,7 +215,9 @@ function outputPolicy(args: RunArgs, job: Job, sidecar: string, format: OutputFo
       if (file.identity === identity) return;
       const why = file.identity === null ? "names no model identity (its answers had no usage file beside them)" : `was fitted for ${file.identity}`;
       if (!args["force-calibration"]) {
-        throw new UsageError(`${calibration} ${why}, but this run's model is ${identity}; calibrate on this model's answers, or pass --force-calibration to apply it anyway`);
+        throw new UsageError(
+          `${calibration} ${why}, but this run's model is ${identity}; calibrate on this model's answers, or pass --force-calibration to apply it anyway`,
+        );
       }
       logger.warn({ calibration, fitted_for: file.identity, model: identity }, `applying a calibration that ${why} (--force-calibration)`);
     };
@@ -199,7 +228,10 @@ function outputPolicy(args: RunArgs, job: Job, sidecar: string, format: OutputFo
   if (auditRate === undefined) throw new UsageError(`--audit-sample takes a share such as 1% or 0.01, not ${JSON.stringify(auditText)}`);
   if (below !== undefined || auditRate > 0) {
     const reviewFile = `${sidecar}.review.${format}`;
-    policy.review = { policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: args["audit-seed"] }, target: target(reviewFile) };
+    policy.review = {
+      policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: args["audit-seed"] },
+      target: target(reviewFile),
+    };
     policy.reviewFile = reviewFile;
   }
   return { policy, verify };
@@ -212,7 +244,10 @@ function outputPolicy(args: RunArgs, job: Job, sidecar: string, format: OutputFo
  */
 function defaultJournal(args: RunArgs, output: string, remote?: string): string {
   if (output !== "-" && !isS3(output) && !remote) return `${output}.journal`;
-  const key = createHash("sha256").update(JSON.stringify([resolve(args.job), args.input, output, args.shard ?? "", ...(remote ? [remote] : [])])).digest("hex").slice(0, 16);
+  const key = createHash("sha256")
+    .update(JSON.stringify([resolve(args.job), args.input, output, args.shard ?? "", ...(remote ? [remote] : [])]))
+    .digest("hex")
+    .slice(0, 16);
   mkdirSync(".typed-eval", { recursive: true });
   return `.typed-eval/journal-${key}.jsonl`;
 }
@@ -227,24 +262,82 @@ export const runCommand: CommandModule<object, RunArgs> = {
   describe: "Answer a job's questions for every record of a JSONL or CSV input; resumable",
   builder: (y) =>
     withJobOptions(y)
-      .option("output", { alias: "o", type: "string", describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)" })
+      .option("output", {
+        alias: "o",
+        type: "string",
+        describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
+      })
       .option("output-format", { choices: ["jsonl", "csv"] as const, describe: "answers format (default: from the output's extension)" })
       .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
-      .option("journal", { type: "string", describe: "the resumable run state: a path, or s3://bucket/prefix/ to resume on any machine (default: <output>.journal, an S3 prefix for an S3 output)" })
-      .option("journal-flush", numeric("journal-flush", { above: 0 }, { default: 5, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" }))
+      .option("journal", {
+        type: "string",
+        describe: "the resumable run state: a path, or s3://bucket/prefix/ to resume on any machine (default: <output>.journal, an S3 prefix for an S3 output)",
+      })
+      .option(
+        "journal-flush",
+        numeric(
+          "journal-flush",
+          { above: 0 },
+          { default: 5, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
+        ),
+      )
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
-      .option("max-retries", numeric("max-retries", { integer: true, min: 0, max: 100 }, { default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }))
-      .option("max-error-rate", numeric("max-error-rate", { min: 0, max: 1 }, { default: 0, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" }))
-      .option("summary-json", { type: "string", describe: "also write the usage summary (with the run's status) here, whatever the outcome: e.g. /airflow/xcom/return.json" })
-      .option("grace", numeric("grace", { min: 0 }, { default: 30, describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)" }))
-      .option("max-failures-in-a-row", numeric("max-failures-in-a-row", { integer: true, min: 1 }, { default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" }))
-      .option("calibration", { type: "string", describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers" })
+      .option(
+        "max-retries",
+        numeric("max-retries", { integer: true, min: 0, max: 100 }, { default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }),
+      )
+      .option(
+        "max-error-rate",
+        numeric(
+          "max-error-rate",
+          { min: 0, max: 1 },
+          { default: 0, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" },
+        ),
+      )
+      .option("summary-json", {
+        type: "string",
+        describe: "also write the usage summary (with the run's status) here, whatever the outcome: e.g. /airflow/xcom/return.json",
+      })
+      .option(
+        "grace",
+        numeric(
+          "grace",
+          { min: 0 },
+          { default: 30, describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)" },
+        ),
+      )
+      .option(
+        "max-failures-in-a-row",
+        numeric(
+          "max-failures-in-a-row",
+          { integer: true, min: 1 },
+          { default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" },
+        ),
+      )
+      .option("calibration", {
+        type: "string",
+        describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers",
+      })
       .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
-      .option("review-below", numeric("review-below", { min: 0, max: 1 }, { describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" }))
+      .option(
+        "review-below",
+        numeric(
+          "review-below",
+          { min: 0, max: 1 },
+          { describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" },
+        ),
+      )
       .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
-      .option("audit-seed", numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }))
+      .option(
+        "audit-seed",
+        numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }),
+      )
       .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" })
-      .option("print-prompt", { type: "boolean", default: false, describe: "print the exact text the embedded model reads for the first usable record, and stop" }),
+      .option("print-prompt", {
+        type: "boolean",
+        default: false,
+        describe: "print the exact text the embedded model reads for the first usable record, and stop",
+      }),
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
     // lets the heap grow with the input before it collects (260 MiB peak at
@@ -288,7 +381,10 @@ export const runCommand: CommandModule<object, RunArgs> = {
         mirror = new S3Journal(remoteJournal, journalPath, { flushMs: args["journal-flush"] * 1000 });
         mirror.onError = (error) => logger.warn({ err: error, journal: remoteJournal }, "could not ship the journal to S3; retrying at the next flush");
         const { segments } = await mirror.pull();
-        logger.info({ journal: remoteJournal, segments }, segments ? `resuming from the journal in ${remoteJournal} (${segments} segments)` : `journaling to ${remoteJournal}`);
+        logger.info(
+          { journal: remoteJournal, segments },
+          segments ? `resuming from the journal in ${remoteJournal} (${segments} segments)` : `journaling to ${remoteJournal}`,
+        );
         mirror.start();
       });
       try {
@@ -320,7 +416,10 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const onSignal = (signal: NodeJS.Signals) => {
         if (signalled) process.exit(EXIT.aborted);
         signalled = signal;
-        logger.warn({ signal, grace_seconds: args.grace }, `${signal}: finishing the records in flight (at most ${args.grace} s), then stopping; rerun the same command to resume`);
+        logger.warn(
+          { signal, grace_seconds: args.grace },
+          `${signal}: finishing the records in flight (at most ${args.grace} s), then stopping; rerun the same command to resume`,
+        );
         stop.abort();
       };
       process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
@@ -367,17 +466,33 @@ export const runCommand: CommandModule<object, RunArgs> = {
       }
       const code = exitCodeOf(result.status, signalled);
       if (result.aborted) {
-        const what = { stopped: "stopped", "bad-input": "stopped: bad input", "no-input": "stopped: no input", "all-failed": "stopped: every record fails", aborted: "aborted", done: "", failures: "" }[result.status];
-        const next = result.status === "all-failed" ? "fix the cause (the failed records are kept in the journal) and rerun the same command" : "rerun the same command to resume";
-        process.stderr.write(`typed-eval: ${what}: ${result.aborted}\nNo output was written. Finished records are kept in ${remoteJournal ?? journalPath}; ${next}. Exit ${code}.\n`);
+        const what = {
+          stopped: "stopped",
+          "bad-input": "stopped: bad input",
+          "no-input": "stopped: no input",
+          "all-failed": "stopped: every record fails",
+          aborted: "aborted",
+          done: "",
+          failures: "",
+        }[result.status];
+        const next =
+          result.status === "all-failed"
+            ? "fix the cause (the failed records are kept in the journal) and rerun the same command"
+            : "rerun the same command to resume";
+        process.stderr.write(
+          `typed-eval: ${what}: ${result.aborted}\nNo output was written. Finished records are kept in ${remoteJournal ?? journalPath}; ${next}. Exit ${code}.\n`,
+        );
         process.stderr.write(`${describeUsage(result.summary)}\n`);
         process.exitCode = code;
         return;
       }
-      if (result.status === "no-input") logger.warn({ input: args.input }, `the input holds no records: check that it is the file you meant (exit ${EXIT.noInput})`);
+      if (result.status === "no-input")
+        logger.warn({ input: args.input }, `the input holds no records: check that it is the file you meant (exit ${EXIT.noInput})`);
       process.stderr.write(`${describeUsage(result.summary)}\n`);
       const review = result.summary.review;
-      process.stderr.write(`answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}${review ? `; review: ${review.file} (${review.below_threshold} below threshold, ${review.audit} audit)` : ""}\n`);
+      process.stderr.write(
+        `answers: ${output}${result.summary.records.failed ? `; failed records: ${errorsPath}` : ""}${review ? `; review: ${review.file} (${review.below_threshold} below threshold, ${review.audit} audit)` : ""}\n`,
+      );
       process.exitCode = code;
     } catch (error) {
       if (error instanceof LockedError) {
@@ -420,4 +535,3 @@ export function exitCodeOf(status: RunStatus, signal?: NodeJS.Signals): ExitCode
     }
   }
 }
-

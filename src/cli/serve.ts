@@ -34,17 +34,40 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     withModelOptions(
       accountsFileOption(y)
         .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
-        .option("port", numeric("port", { integer: true, min: 0, max: 65535 }, { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" }))
-        .option("models", { type: "array", string: true, default: [] as string[], describe: "models to serve (names, aliases or versioned ids); default: --model" })
+        .option(
+          "port",
+          numeric(
+            "port",
+            { integer: true, min: 0, max: 65535 },
+            { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" },
+          ),
+        )
+        .option("models", {
+          type: "array",
+          string: true,
+          default: [] as string[],
+          describe: "models to serve (names, aliases or versioned ids); default: --model",
+        })
         .option("max-queue", numeric("max-queue", { integer: true, min: 1 }, { default: 64, describe: "requests in progress beyond which new ones get 529" }))
-        .option("body-limit", numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }))
+        .option(
+          "body-limit",
+          numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }),
+        )
         .option("shutdown-grace", numeric("shutdown-grace", { min: 0 }, { default: 30_000, describe: "ms SIGTERM waits for in-flight requests" }))
         .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
-        .option("metrics-port", numeric("metrics-port", { integer: true, min: 0, max: 65535 }, { describe: "serve GET /metrics (Prometheus) on this port instead of the API's, which then has none" }))
+        .option(
+          "metrics-port",
+          numeric(
+            "metrics-port",
+            { integer: true, min: 0, max: 65535 },
+            { describe: "serve GET /metrics (Prometheus) on this port instead of the API's, which then has none" },
+          ),
+        )
         .option("lenient", {
           type: "boolean",
           default: false,
-          describe: "ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos, instead of a 422 (for clients that send extensions)",
+          describe:
+            "ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos, instead of a 422 (for clients that send extensions)",
         })
         .option("alias", {
           type: "array",

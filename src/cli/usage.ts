@@ -51,7 +51,9 @@ export const usageCommand: CommandModule<object, UsageArgs> = {
       `cost:      $${t.cost_usd.toFixed(4)}; $${merged.cost_per_1000_records.toFixed(4)} per 1,000 records; ${merged.input_tokens_per_record.toFixed(1)} input tokens per record`,
     ];
     if (merged.projection) {
-      lines.push(`projected: ${merged.projection.records.toLocaleString("en-US")} records -> ${merged.projection.input_tokens.toLocaleString("en-US")} input tokens, $${merged.projection.cost_usd.toFixed(2)}`);
+      lines.push(
+        `projected: ${merged.projection.records.toLocaleString("en-US")} records -> ${merged.projection.input_tokens.toLocaleString("en-US")} input tokens, $${merged.projection.cost_usd.toFixed(2)}`,
+      );
     }
     process.stdout.write(`${lines.join("\n")}\n`);
   },

@@ -253,7 +253,11 @@ function solve(h: Float64Array, g: Float64Array, dim: number): Float64Array {
  * run's own mean answer; contextual calibration from the answers to
  * content-free states.
  */
-export function priorMap(question: { type: Question["type"]; labels: string[] }, prior: readonly number[], method: "batch" | "contextual"): QuestionCalibration {
+export function priorMap(
+  question: { type: Question["type"]; labels: string[] },
+  prior: readonly number[],
+  method: "batch" | "contextual",
+): QuestionCalibration {
   const labels = question.labels;
   const logs = prior.map((p) => Math.log(Math.max(p, 1e-12)));
   const mean = logs.reduce((s, v) => s + v, 0) / logs.length;

@@ -83,7 +83,10 @@ export class LocalEvaluator implements Evaluator {
     const parts = [`=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`, text(prefix)];
     for (const [name, question] of Object.entries(request.questions)) {
       const rendered = renderQuestion(this.config.template, question);
-      parts.push(`=== question "${name}": ${this.tokens(rendered.suffix).length} tokens; the answer is read at the end, over the labels ${rendered.labels.join(", ")} ===`, text(rendered.suffix));
+      parts.push(
+        `=== question "${name}": ${this.tokens(rendered.suffix).length} tokens; the answer is read at the end, over the labels ${rendered.labels.join(", ")} ===`,
+        text(rendered.suffix),
+      );
     }
     return `${parts.join("\n")}\n`;
   }
@@ -190,4 +193,3 @@ export function positionsToRead(labels: readonly (readonly Token[])[]): number {
   }
   return prefixes.size;
 }
-

@@ -12,7 +12,7 @@ function assertNoNaN(values: readonly number[], what: string): void {
 }
 
 function clamp01(x: number): number {
-  return x < 0 ? 0 : x > 1 ? 1 : x;
+  return Math.min(1, Math.max(0, x));
 }
 
 /** log(sum(exp(x))) without overflow; -Infinity when empty or every term is -Infinity. */

@@ -6,7 +6,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { errorFromResponse, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { errorFromResponse, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, type HeaderSource, type RetryPolicy } from "../api/retry.js";
 import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { responseViolations } from "../api/consistency.js";
@@ -38,10 +38,14 @@ function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     signal?.throwIfAborted();
     const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    }, { once: true });
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
   });
 }
 

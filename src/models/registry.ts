@@ -97,7 +97,10 @@ export class ModelRegistry {
   /** Where each entry's relative `path` is resolved from. */
   private readonly baseDir = new Map<ModelEntry, string>();
 
-  constructor(readonly entries: readonly ModelEntry[], baseDirs: ReadonlyMap<ModelEntry, string> = new Map()) {
+  constructor(
+    readonly entries: readonly ModelEntry[],
+    baseDirs: ReadonlyMap<ModelEntry, string> = new Map(),
+  ) {
     const problems: string[] = [];
     for (const entry of entries) {
       this.baseDir.set(entry, baseDirs.get(entry) ?? process.cwd());

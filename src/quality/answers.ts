@@ -57,7 +57,12 @@ function discoverJsonl(row: Record_): QuestionInfo[] {
     else if (a["type"] === "score" && isObject(a["probabilities"])) {
       const k = Object.keys(a["probabilities"]).length;
       const legend = isObject(a["legend"]) ? a["legend"] : {};
-      out.push({ name, type: "score", labels: Array.from({ length: k }, (_, i) => String(i)), levels: Array.from({ length: k }, (_, i) => (legend[String(i)] ?? String(i)) as Content) });
+      out.push({
+        name,
+        type: "score",
+        labels: Array.from({ length: k }, (_, i) => String(i)),
+        levels: Array.from({ length: k }, (_, i) => (legend[String(i)] ?? String(i)) as Content),
+      });
     }
   }
   return out;
@@ -107,7 +112,10 @@ function openFile(path: string, format: Format, what: string): Source {
 }
 
 /** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
-export async function readAnswers(path: string, options: { questions?: QuestionInfo[] | undefined; format?: Format | undefined; onQuestions?: (q: QuestionInfo[]) => void }): Promise<AsyncGenerator<AnswerRow>> {
+export async function readAnswers(
+  path: string,
+  options: { questions?: QuestionInfo[] | undefined; format?: Format | undefined; onQuestions?: (q: QuestionInfo[]) => void },
+): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
   const source = openFile(path, format, "answers");
   let questions = options.questions;
@@ -121,7 +129,8 @@ export async function readAnswers(path: string, options: { questions?: QuestionI
         const record = item.record;
         if (!questions) {
           questions = format === "csv" ? discoverCsv(Object.keys(record)) : discoverJsonl(record);
-          if (questions.length === 0) throw new QualityInputError(`${path} holds no answers typed-eval wrote (no answers object or <question>.noul/.choice/.score columns)`);
+          if (questions.length === 0)
+            throw new QualityInputError(`${path} holds no answers typed-eval wrote (no answers object or <question>.noul/.choice/.score columns)`);
         }
         notify?.(questions);
         notify = undefined;
@@ -130,11 +139,18 @@ export async function readAnswers(path: string, options: { questions?: QuestionI
         const row: AnswerRow = { id: String(id), line: item.line, dist: new Map() };
         if (format === "csv") {
           for (const q of questions) {
-            if (!(`${q.name}.${q.type}` in record)) throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
-            row.dist.set(q.name, distributionOf(q, (key) => record[key], where));
+            if (!(`${q.name}.${q.type}` in record))
+              throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
+            row.dist.set(
+              q.name,
+              distributionOf(q, (key) => record[key], where),
+            );
             if (`${q.name}.raw.${q.type === "noul" ? "noul" : `p.${q.labels[0]}`}` in record) {
               row.raw ??= new Map();
-              row.raw.set(q.name, distributionOf({ ...q, name: `${q.name}.raw` }, (key) => record[key], where));
+              row.raw.set(
+                q.name,
+                distributionOf({ ...q, name: `${q.name}.raw` }, (key) => record[key], where),
+              );
             }
           }
         } else {
@@ -147,7 +163,14 @@ export async function readAnswers(path: string, options: { questions?: QuestionI
             row.dist.set(q.name, jsonDistribution(q, a, `${where}: ${q.name}`));
             if (raw && raw[q.name] !== undefined) {
               row.raw ??= new Map();
-              row.raw.set(q.name, jsonDistribution(q, { type: q.type, ...(q.type === "noul" ? { noul: raw[q.name] } : { probabilities: raw[q.name] }) }, `${where}: raw ${q.name}`));
+              row.raw.set(
+                q.name,
+                jsonDistribution(
+                  q,
+                  { type: q.type, ...(q.type === "noul" ? { noul: raw[q.name] } : { probabilities: raw[q.name] }) },
+                  `${where}: raw ${q.name}`,
+                ),
+              );
             }
           }
           if (isObject(record["label_mass"])) row.mass = record["label_mass"] as Record<string, number>;
@@ -229,7 +252,11 @@ function field(record: Record_, path: string): unknown {
  * job's id field); every other field named like a question holds its label.
  * Every problem is collected (up to 20) and thrown at once, naming lines and fields.
  */
-export async function readGold(path: string, questions: QuestionInfo[], options: { idField?: string | undefined; jobIdField?: string | undefined; format?: Format | undefined }): Promise<Gold> {
+export async function readGold(
+  path: string,
+  questions: QuestionInfo[],
+  options: { idField?: string | undefined; jobIdField?: string | undefined; format?: Format | undefined },
+): Promise<Gold> {
   const format = formatOf(path, options.format);
   const source = openFile(path, format, "gold");
   const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(1024 * questions.length), questions, ignored: [] };
@@ -253,7 +280,7 @@ export async function readGold(path: string, questions: QuestionInfo[], options:
       }
       const record = item.record;
       for (const key of Object.keys(record)) seenColumns.add(key);
-      idField ??= options.idField ?? ("id" in record ? "id" : options.jobIdField ?? "id");
+      idField ??= options.idField ?? ("id" in record ? "id" : (options.jobIdField ?? "id"));
       const id = field(record, idField);
       if (id === undefined || id === null || id === "") {
         problem(`${where}: no id in field "${idField}"${options.idField ? "" : " (set the id field with --id-field)"}`);
@@ -283,7 +310,10 @@ export async function readGold(path: string, questions: QuestionInfo[], options:
   } catch (error) {
     throw new QualityInputError(`cannot read gold ${path}: ${(error as Error).message}`);
   }
-  if (problems.length > 0) throw new QualityInputError(`${path}: ${problems.length > 20 ? "20+" : problems.length} problem${problems.length > 1 ? "s" : ""}:\n  ${problems.join("\n  ")}`);
+  if (problems.length > 0)
+    throw new QualityInputError(
+      `${path}: ${problems.length > 20 ? "20+" : problems.length} problem${problems.length > 1 ? "s" : ""}:\n  ${problems.join("\n  ")}`,
+    );
   if (gold.lines.length === 0) throw new QualityInputError(`${path} holds no gold rows`);
   const names = new Set(questions.map((q) => q.name));
   gold.ignored = [...seenColumns].filter((c) => c !== idField && !names.has(c));

@@ -262,7 +262,12 @@ function massBands(mass: Float64Array, correct: Uint8Array) {
     if (part.length === 0) continue;
     let acc = 0;
     for (const i of part) acc += correct[i] as number;
-    bands.push({ mass_lo: mass[part[0] as number] as number, mass_hi: mass[part[part.length - 1] as number] as number, count: part.length, accuracy: acc / part.length });
+    bands.push({
+      mass_lo: mass[part[0] as number] as number,
+      mass_hi: mass[part[part.length - 1] as number] as number,
+      count: part.length,
+      accuracy: acc / part.length,
+    });
   }
   return bands;
 }
@@ -334,7 +339,9 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     if (goldOnly.length < 10) goldOnly.push({ id, line: gold.lines[r] as number });
   }
   if (counts.matched === 0) {
-    throw new QualityInputError(`none of the ${counts.gold} gold ids is in ${answersPath} (${counts.answers} rows)${goldOnly[0] ? `: e.g. ${goldOnly[0].id} (gold line ${goldOnly[0].line})` : ""}; check --id-field and that both files are of the same run`);
+    throw new QualityInputError(
+      `none of the ${counts.gold} gold ids is in ${answersPath} (${counts.answers} rows)${goldOnly[0] ? `: e.g. ${goldOnly[0].id} (gold line ${goldOnly[0].line})` : ""}; check --id-field and that both files are of the same run`,
+    );
   }
   if (counts.gold_only > 0 && !options.allowUnmatched) {
     throw new QualityInputError(
@@ -402,7 +409,8 @@ export function failedConditions(a: Assessment, conditions: Condition[]): { cond
     const q = a.questions.find((x) => x.name === c.question);
     if (!q) throw new QualityInputError(`--fail-if: no question "${c.question}" was assessed; assessed: ${a.questions.map((x) => x.name).join(", ")}`);
     const actual = q.metrics[c.metric];
-    if (actual === undefined) throw new QualityInputError(`--fail-if: ${q.type} question ${q.name} has no metric "${c.metric}"; it has ${Object.keys(q.metrics).join(", ")}`);
+    if (actual === undefined)
+      throw new QualityInputError(`--fail-if: ${q.type} question ${q.name} has no metric "${c.metric}"; it has ${Object.keys(q.metrics).join(", ")}`);
     const holds = c.op === ">" ? actual > c.value : c.op === "<" ? actual < c.value : c.op === ">=" ? actual >= c.value : actual <= c.value;
     if (holds || Number.isNaN(actual)) failed.push({ condition: c, actual });
   }
@@ -437,7 +445,9 @@ const fmt = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "n/
 export function describeAssessment(a: Assessment): string {
   const lines: string[] = [];
   const r = a.rows;
-  lines.push(`${r.matched} of ${r.gold} gold rows matched ${r.answers} answers (${r.answers_only} answers without gold${r.gold_only ? `, ${r.gold_only} gold rows without answers` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`);
+  lines.push(
+    `${r.matched} of ${r.gold} gold rows matched ${r.answers} answers (${r.answers_only} answers without gold${r.gold_only ? `, ${r.gold_only} gold rows without answers` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
+  );
   if (a.ignored_gold_fields.length) lines.push(`gold fields not assessed (not questions of the answers): ${a.ignored_gold_fields.join(", ")}`);
   for (const q of a.questions) {
     lines.push("", `${q.name} (${q.type}, ${q.n} rows)`);
@@ -450,7 +460,10 @@ export function describeAssessment(a: Assessment): string {
     }
     const cover = q.risk_coverage.at.map((p) => `${Math.round(p.coverage * 100)}%: ${fmt(p.accuracy)} (p>=${fmt(p.threshold)})`).join(", ");
     lines.push(`  accuracy at coverage    ${cover}`);
-    if (q.label_mass) lines.push(`  accuracy by label mass  ${q.label_mass.map((b) => `${b.mass_lo.toPrecision(2)}-${b.mass_hi.toPrecision(2)}: ${fmt(b.accuracy)}`).join(", ")}`);
+    if (q.label_mass)
+      lines.push(
+        `  accuracy by label mass  ${q.label_mass.map((b) => `${b.mass_lo.toPrecision(2)}-${b.mass_hi.toPrecision(2)}: ${fmt(b.accuracy)}`).join(", ")}`,
+      );
   }
   lines.push("", `95% intervals: ${a.bootstrap} bootstrap draws, seed ${a.seed}. Confidence = the top label's probability.`);
   return lines.join("\n");

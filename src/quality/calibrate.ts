@@ -6,7 +6,17 @@
  */
 import { readFileSync } from "node:fs";
 import type { Answer, Question } from "../api/schema.js";
-import { applyMap, fitData, fitMap, FITTED_METHODS, meanDistribution, priorMap, totalVariation, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import {
+  applyMap,
+  fitData,
+  fitMap,
+  FITTED_METHODS,
+  meanDistribution,
+  priorMap,
+  totalVariation,
+  type Method,
+  type QuestionCalibration,
+} from "../evaluator/calibration.js";
 import { PriorEstimate } from "../runner/labels.js";
 import { QualityInputError, type QuestionInfo } from "./answers.js";
 import type { Rows } from "./assess.js";
@@ -69,10 +79,15 @@ export function mapped(p: Float64Array, k: number, c: Pick<QuestionCalibration, 
  * fitted on k-1 folds and scored on the held-out fold; the method with the
  * lowest held-out log loss is refitted on all rows (or `method` if named).
  */
-export function fitQuestion(info: QuestionInfo, rows: Rows, options: { method: "auto" | "temperature" | "platt"; folds: number; seed: number }): FittedQuestion {
+export function fitQuestion(
+  info: QuestionInfo,
+  rows: Rows,
+  options: { method: "auto" | "temperature" | "platt"; folds: number; seed: number },
+): FittedQuestion {
   const s = rows.scored();
   const { k, n } = s;
-  if (n < options.folds * 2) throw new QualityInputError(`${info.name}: ${n} gold rows are too few for ${options.folds}-fold cross-validation (at least ${options.folds * 2})`);
+  if (n < options.folds * 2)
+    throw new QualityInputError(`${info.name}: ${n} gold rows are too few for ${options.folds}-fold cross-validation (at least ${options.folds * 2})`);
   const data = fitData(s.p, s.y, k);
   // Seeded shuffle into folds, so the same seed gives the same figures.
   const random = seededRandom(options.seed);
@@ -142,7 +157,11 @@ export async function contextualMaps(
 }
 
 /** How far a map moves the mean distribution of rows (n x k): total variation, before and after. */
-export function movement(p: Float64Array, k: number, map: Pick<QuestionCalibration, "temperature" | "bias">): { moved: number; shares_before: number[]; shares_after: number[] } {
+export function movement(
+  p: Float64Array,
+  k: number,
+  map: Pick<QuestionCalibration, "temperature" | "bias">,
+): { moved: number; shares_before: number[]; shares_after: number[] } {
   const before = meanDistribution(p, k);
   const after = meanDistribution(mapped(p, k, map), k);
   return { moved: totalVariation(before, after), shares_before: before, shares_after: after };
@@ -178,14 +197,22 @@ export function loadCalibration(path: string): CalibrationFile {
  * Checks a calibration against a job's questions: every calibrated question
  * must exist with the same labels in the same order. Returns the maps by question.
  */
-export function calibrationFor(file: CalibrationFile, path: string, questions: Record<string, Question>, labelsOf: (q: Question) => string[]): Map<string, QuestionCalibration> {
+export function calibrationFor(
+  file: CalibrationFile,
+  path: string,
+  questions: Record<string, Question>,
+  labelsOf: (q: Question) => string[],
+): Map<string, QuestionCalibration> {
   const out = new Map<string, QuestionCalibration>();
   for (const [name, c] of Object.entries(file.questions)) {
     const q = questions[name];
-    if (!q) throw new QualityInputError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${Object.keys(questions).join(", ")}`);
+    if (!q)
+      throw new QualityInputError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${Object.keys(questions).join(", ")}`);
     const labels = labelsOf(q);
     if (q.type !== c.type || labels.join("\u0000") !== c.labels.join("\u0000")) {
-      throw new QualityInputError(`${path}: question ${name} was calibrated as a ${c.type} with labels ${c.labels.join(", ")}, but the job's has ${labels.join(", ")}; calibrate again`);
+      throw new QualityInputError(
+        `${path}: question ${name} was calibrated as a ${c.type} with labels ${c.labels.join(", ")}, but the job's has ${labels.join(", ")}; calibrate again`,
+      );
     }
     out.set(name, c);
   }

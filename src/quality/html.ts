@@ -57,12 +57,19 @@ export function barChart(title: string, labels: string[], series: { name: string
     svg += `<text x="${PAD.left + (i + 0.5) * group}" y="${yAt(0) + 14}" text-anchor="middle">${escapeHtml(text)}</text>`;
   });
   if (series.length > 1) svg += legend(series.map((s) => s.name));
-  return figure(title, svg, { head: ["label", ...series.map((s) => s.name)], rows: labels.map((l, i) => [l, ...series.map((s) => (yLabel === "share" ? pct(s.values[i]) : String(s.values[i] ?? 0)))]) });
+  return figure(title, svg, {
+    head: ["label", ...series.map((s) => s.name)],
+    rows: labels.map((l, i) => [l, ...series.map((s) => (yLabel === "share" ? pct(s.values[i]) : String(s.values[i] ?? 0)))]),
+  });
 }
 
 function legend(names: string[]): string {
   // Above the plot, so it never covers a bar.
-  return names.map((n, j) => `<rect class="s${j}" x="${PAD.left + j * 90}" y="4" width="10" height="10"/><text x="${PAD.left + 14 + j * 90}" y="13">${escapeHtml(n)}</text>`).join("");
+  return names
+    .map(
+      (n, j) => `<rect class="s${j}" x="${PAD.left + j * 90}" y="4" width="10" height="10"/><text x="${PAD.left + 14 + j * 90}" y="13">${escapeHtml(n)}</text>`,
+    )
+    .join("");
 }
 
 /** A histogram over [lo, hi] from bin counts. */
@@ -99,7 +106,9 @@ export function reliabilityDiagram(title: string, bins: { lo: number; hi: number
   for (const f of [0, 0.5, 1]) svg += `<text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="middle">${num(f, 1)}</text>`;
   return figure(title, svg, {
     head: ["bin", "rows", "mean confidence", "accuracy", "gap"],
-    rows: bins.filter((b) => b.count > 0).map((b) => [`${num(b.lo, 3)}-${num(b.hi, 3)}`, b.count, num(b.confidence), num(b.accuracy), num(b.accuracy - b.confidence)]),
+    rows: bins
+      .filter((b) => b.count > 0)
+      .map((b) => [`${num(b.lo, 3)}-${num(b.hi, 3)}`, b.count, num(b.confidence), num(b.accuracy), num(b.accuracy - b.confidence)]),
   });
 }
 
@@ -109,11 +118,15 @@ export function coverageCurve(title: string, points: { coverage: number; accurac
   const lo = Math.max(0, Math.floor(minAcc * 10) / 10 - 0.1);
   const y = (a: number) => yAt((a - lo) / (1 - lo));
   let svg = `<g class="axis"><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(1)}" y2="${yAt(0)}"/><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(0)}" y2="${yAt(1)}"/>`;
-  for (const f of [0, 0.5, 1]) svg += `<text x="${xAt(0) - 4}" y="${yAt(f) + 4}" text-anchor="end">${num(lo + f * (1 - lo), 2)}</text><text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="${f === 1 ? "end" : "middle"}">${Math.round(f * 100)}%</text>`;
+  for (const f of [0, 0.5, 1])
+    svg += `<text x="${xAt(0) - 4}" y="${yAt(f) + 4}" text-anchor="end">${num(lo + f * (1 - lo), 2)}</text><text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="${f === 1 ? "end" : "middle"}">${Math.round(f * 100)}%</text>`;
   svg += `<text x="${xAt(0.5)}" y="${H - 6}" text-anchor="middle">coverage (most confident rows first)</text><text transform="translate(12 ${yAt(0.5)}) rotate(-90)" text-anchor="middle">accuracy</text></g>`;
   svg += `<polyline class="line" points="${points.map((p) => `${xAt(p.coverage).toFixed(1)},${y(p.accuracy).toFixed(1)}`).join(" ")}"/>`;
   const table = points.filter((p) => Math.round(p.coverage * 100) % 10 === 0 || p.coverage === 0.05);
-  return figure(title, svg, { head: ["coverage", "accuracy", "confidence threshold"], rows: table.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]) });
+  return figure(title, svg, {
+    head: ["coverage", "accuracy", "confidence threshold"],
+    rows: table.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]),
+  });
 }
 
 /** Confusion matrix as a heat map: rows gold, columns predicted, counts in the cells. */
@@ -127,7 +140,8 @@ export function heatMap(title: string, labels: string[], matrix: number[][]): st
     row.forEach((v, c) => {
       const t = v / max;
       svg += `<rect x="${left + c * size}" y="${PAD.top + r * size}" width="${size - 1}" height="${size - 1}" fill="rgba(37, 99, 235, ${(0.08 + 0.92 * t).toFixed(3)})"><title>gold ${escapeHtml(labels[r] as string)}, predicted ${escapeHtml(labels[c] as string)}: ${v}</title></rect>`;
-      if (k <= 12) svg += `<text class="${t > 0.55 ? "light" : ""}" x="${left + c * size + size / 2}" y="${PAD.top + r * size + size / 2 + 4}" text-anchor="middle">${v}</text>`;
+      if (k <= 12)
+        svg += `<text class="${t > 0.55 ? "light" : ""}" x="${left + c * size + size / 2}" y="${PAD.top + r * size + size / 2 + 4}" text-anchor="middle">${v}</text>`;
     }),
   );
   labels.forEach((l, i) => {

@@ -534,7 +534,7 @@ export function quantile(sorted: readonly number[], q: number): number {
 export function drawWeights(n: number, random: () => number, into: Float64Array): Float64Array {
   if (n > 10_000) {
     // xorshift32 seeded from `random`, compared with Poisson(1)'s CDF as 32-bit integers: no float work per row.
-    let x = (Math.floor(random() * 4294967296) >>> 0) || 1;
+    let x = Math.floor(random() * 4294967296) >>> 0 || 1;
     for (let i = 0; i < n; i++) {
       x ^= x << 13;
       x ^= x >>> 17;

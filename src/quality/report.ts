@@ -122,7 +122,10 @@ export function jsDistance(a: readonly number[], b: readonly number[]): number {
 }
 
 /** Reads a run's outputs (answers, and the errors and usage files beside them) into a report. */
-export async function runReport(answersPath: string, options: { questions?: QuestionInfo[] | undefined; compare?: string | undefined; errors?: string | undefined; usage?: string | undefined }): Promise<RunReport> {
+export async function runReport(
+  answersPath: string,
+  options: { questions?: QuestionInfo[] | undefined; compare?: string | undefined; errors?: string | undefined; usage?: string | undefined },
+): Promise<RunReport> {
   const earlier = options.compare ? await readEarlier(options.compare, options.questions) : undefined;
   let questions: QuestionInfo[] | undefined = options.questions ?? earlier?.questions;
   let stats: QuestionStats[] = [];
@@ -159,7 +162,14 @@ export async function runReport(answersPath: string, options: { questions?: Ques
       p.forEach((v, i) => (s.mean_probabilities[i]! += v));
       s.confidence_histogram[binIndex(confidence, 0, 1)]! += 1;
       if (q.type === "noul") s.value_histogram[binIndex(p[1] as number, 0, 1)]! += 1;
-      if (q.type === "score") s.value_histogram[binIndex(p.reduce((e, v, i) => e + i * v, 0), 0, q.labels.length - 1)]! += 1;
+      if (q.type === "score")
+        s.value_histogram[
+          binIndex(
+            p.reduce((e, v, i) => e + i * v, 0),
+            0,
+            q.labels.length - 1,
+          )
+        ]! += 1;
       const mass = row.mass?.[q.name];
       if (typeof mass === "number") {
         s.label_mass_histogram ??= new Array<number>(BINS).fill(0);
@@ -259,23 +269,57 @@ function questionCharts(s: QuestionStats): string {
 /** The run report's HTML. */
 export function reportHtml(r: RunReport): string {
   const body: string[] = [];
-  body.push(`<p>${escapeHtml(r.answers)}: ${r.rows.toLocaleString("en-US")} answered rows${r.errors ? `, ${r.errors.total.toLocaleString("en-US")} failed` : ""}.</p>`);
+  body.push(
+    `<p>${escapeHtml(r.answers)}: ${r.rows.toLocaleString("en-US")} answered rows${r.errors ? `, ${r.errors.total.toLocaleString("en-US")} failed` : ""}.</p>`,
+  );
   if (r.usage) {
     const u = r.usage;
     body.push(
       `<h2>Usage</h2>${table(
         ["model", "records read", "answered", "failed", "requests", "retries", "429s", "529s", "input tokens", "cost (USD)", "seconds", "records/s"],
-        [[u.model, u.records.read, u.records.answered, u.records.failed, u.requests.sent, u.requests.retries, u.requests.rate_limited, u.requests.overloaded, u.tokens.input, u.cost_usd.toFixed(4), u.seconds.toFixed(1), u.records_per_second.toFixed(1)]],
+        [
+          [
+            u.model,
+            u.records.read,
+            u.records.answered,
+            u.records.failed,
+            u.requests.sent,
+            u.requests.retries,
+            u.requests.rate_limited,
+            u.requests.overloaded,
+            u.tokens.input,
+            u.cost_usd.toFixed(4),
+            u.seconds.toFixed(1),
+            u.records_per_second.toFixed(1),
+          ],
+        ],
       )}`,
     );
   }
   if (r.errors && r.errors.total > 0) {
-    body.push(`<h2>Errors by reason</h2>${table(["reason", "rows"], Object.entries(r.errors.by_type).sort((a, b) => b[1] - a[1]))}`);
-    body.push(`<details><summary>first ${r.errors.examples.length} error rows</summary>${table(["line", "id", "reason", "message"], r.errors.examples.map((e) => [e.line, e.id, e.type, e.message]))}</details>`);
+    body.push(
+      `<h2>Errors by reason</h2>${table(
+        ["reason", "rows"],
+        Object.entries(r.errors.by_type).sort((a, b) => b[1] - a[1]),
+      )}`,
+    );
+    body.push(
+      `<details><summary>first ${r.errors.examples.length} error rows</summary>${table(
+        ["line", "id", "reason", "message"],
+        r.errors.examples.map((e) => [e.line, e.id, e.type, e.message]),
+      )}</details>`,
+    );
   }
   if (r.compare) {
-    body.push(`<h2>Compared with ${escapeHtml(r.compare.answers)}</h2><p>${r.compare.rows.toLocaleString("en-US")} earlier rows; ids in both runs: ${(r.compare.shifts[0]?.shared ?? 0).toLocaleString("en-US")}.</p>`);
-    body.push(table(["question", "PSI", "JS distance", "agreement", "flipped"], r.compare.shifts.map((s) => [s.question, num(s.psi), num(s.js_distance), pct(s.agreement), s.flipped])));
+    body.push(
+      `<h2>Compared with ${escapeHtml(r.compare.answers)}</h2><p>${r.compare.rows.toLocaleString("en-US")} earlier rows; ids in both runs: ${(r.compare.shifts[0]?.shared ?? 0).toLocaleString("en-US")}.</p>`,
+    );
+    body.push(
+      table(
+        ["question", "PSI", "JS distance", "agreement", "flipped"],
+        r.compare.shifts.map((s) => [s.question, num(s.psi), num(s.js_distance), pct(s.agreement), s.flipped]),
+      ),
+    );
     const charts = r.compare.shifts.map((s) => {
       const q = r.questions.find((x) => x.name === s.question) as QuestionStats;
       return barChart(`${s.question}: label shares, earlier and now`, displayLabels(q), [
@@ -286,7 +330,12 @@ export function reportHtml(r: RunReport): string {
     body.push(`<div class="charts">${charts.join("")}</div>`);
     for (const s of r.compare.shifts) {
       if (s.flips.length === 0) continue;
-      body.push(`<details><summary>${escapeHtml(s.question)}: ${s.flipped} flipped (${s.flips.length} most confident shown)</summary>${table(["id", "earlier", "now", "confidence now"], s.flips.map((f) => [f.id, f.from, f.to, num(f.confidence)]))}</details>`);
+      body.push(
+        `<details><summary>${escapeHtml(s.question)}: ${s.flipped} flipped (${s.flips.length} most confident shown)</summary>${table(
+          ["id", "earlier", "now", "confidence now"],
+          s.flips.map((f) => [f.id, f.from, f.to, num(f.confidence)]),
+        )}</details>`,
+      );
     }
   }
   for (const s of r.questions) body.push(questionCharts(s));
@@ -297,14 +346,19 @@ export function reportHtml(r: RunReport): string {
 export function assessmentHtml(a: Assessment): string {
   const body: string[] = [];
   const r = a.rows;
-  body.push(`<p>${escapeHtml(a.answers)} against ${escapeHtml(a.gold)}: ${r.matched} of ${r.gold} gold rows matched; ${r.answers_only} answers have no gold label${r.gold_only ? `; ${r.gold_only} gold rows have no answer` : ""}. 95% intervals from ${a.bootstrap} bootstrap draws (seed ${a.seed}). Confidence is the top label's probability.${a.raw ? " Raw (uncalibrated) probabilities." : ""}</p>`);
+  body.push(
+    `<p>${escapeHtml(a.answers)} against ${escapeHtml(a.gold)}: ${r.matched} of ${r.gold} gold rows matched; ${r.answers_only} answers have no gold label${r.gold_only ? `; ${r.gold_only} gold rows have no answer` : ""}. 95% intervals from ${a.bootstrap} bootstrap draws (seed ${a.seed}). Confidence is the top label's probability.${a.raw ? " Raw (uncalibrated) probabilities." : ""}</p>`,
+  );
   for (const q of a.questions) {
     const rows = [...METRICS[q.type], ...METRICS.common].map((m) => {
       const ci = q.intervals[m];
       return [metricLabel(m), num(q.metrics[m]), ci ? `${num(ci[0])} – ${num(ci[1])}` : "", LOWER_IS_BETTER.has(m) ? "lower" : "higher"];
     });
     rows.push(["ECE noise floor at this n", `${num(q.ece_noise_floor.median)}`, `95th percentile ${num(q.ece_noise_floor.p95)}`, ""]);
-    const eceNote = (q.metrics["ece"] as number) > q.ece_noise_floor.p95 ? `<p class="bad">ECE ${num(q.metrics["ece"])} is above what a calibrated model shows at this n (95%: ${num(q.ece_noise_floor.p95)}): calibrate.</p>` : `<p>ECE is within the noise a calibrated model shows at this n.</p>`;
+    const eceNote =
+      (q.metrics["ece"] as number) > q.ece_noise_floor.p95
+        ? `<p class="bad">ECE ${num(q.metrics["ece"])} is above what a calibrated model shows at this n (95%: ${num(q.ece_noise_floor.p95)}): calibrate.</p>`
+        : `<p>ECE is within the noise a calibrated model shows at this n.</p>`;
     const charts = [
       reliabilityDiagram(`${q.name}: reliability`, q.reliability),
       coverageCurve(`${q.name}: accuracy against coverage`, q.risk_coverage.curve),
@@ -314,10 +368,20 @@ export function assessmentHtml(a: Assessment): string {
         { name: "predicted", values: q.predicted_shares },
       ]),
     ];
-    const cover = table(["coverage", "accuracy", "confidence at least"], q.risk_coverage.at.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]));
-    const mass = q.label_mass ? `<h3>Accuracy by label mass</h3>${table(["label mass", "rows", "accuracy"], q.label_mass.map((b) => [`${b.mass_lo.toPrecision(2)} – ${b.mass_hi.toPrecision(2)}`, b.count, num(b.accuracy)]))}` : "";
+    const cover = table(
+      ["coverage", "accuracy", "confidence at least"],
+      q.risk_coverage.at.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]),
+    );
+    const mass = q.label_mass
+      ? `<h3>Accuracy by label mass</h3>${table(
+          ["label mass", "rows", "accuracy"],
+          q.label_mass.map((b) => [`${b.mass_lo.toPrecision(2)} – ${b.mass_hi.toPrecision(2)}`, b.count, num(b.accuracy)]),
+        )}`
+      : "";
     const tables = `<div class="tables">${table(["metric", "value", "95% interval", "better"], rows)}${eceNote}<h3>Accuracy of the most confident rows</h3>${cover}${mass}</div>`;
-    body.push(`<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${q.n} rows)</span></h2><div class="q">${tables}<div class="charts">${charts.join("")}</div></div>`);
+    body.push(
+      `<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${q.n} rows)</span></h2><div class="q">${tables}<div class="charts">${charts.join("")}</div></div>`,
+    );
   }
   return page(`Assessment: ${a.answers}`, body.join("\n"));
 }

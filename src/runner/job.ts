@@ -25,13 +25,21 @@ const JobSchema = Type.Object(
     state: Type.Optional(Type.String({ description: "Field or dotted path of the state; omit for the whole record." })),
     id: Type.Optional(Type.String({ description: "Field holding the record id; omit for the line number." })),
     keep: Type.Optional(Type.Array(Type.String(), { description: "Record fields copied into each output row." })),
-    calibration: Type.Optional(Type.String({ description: "A calibration file (typed-eval calibrate), relative to the job file, or \"batch\"." })),
+    calibration: Type.Optional(Type.String({ description: 'A calibration file (typed-eval calibrate), relative to the job file, or "batch".' })),
     review_below: Type.Optional(
-      Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Unsafe<Record<string, number>>({ type: "object", additionalProperties: Type.Number({ minimum: 0, maximum: 1 }) })], {
-        description: "Send a row to review when a question's top-label probability is below this (one number for every question, or per question).",
-      }),
+      Type.Union(
+        [
+          Type.Number({ minimum: 0, maximum: 1 }),
+          Type.Unsafe<Record<string, number>>({ type: "object", additionalProperties: Type.Number({ minimum: 0, maximum: 1 }) }),
+        ],
+        {
+          description: "Send a row to review when a question's top-label probability is below this (one number for every question, or per question).",
+        },
+      ),
     ),
-    audit_sample: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String()], { description: "Share of accepted rows sampled for audit: 0.01 or \"1%\"." })),
+    audit_sample: Type.Optional(
+      Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String()], { description: 'Share of accepted rows sampled for audit: 0.01 or "1%".' }),
+    ),
     questions: SystemOneRequest.properties.questions,
   },
   // Unknown fields are reported by parseJob, which names the known ones.
@@ -69,17 +77,22 @@ export function parseJob(json: unknown, origin: string): Job {
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
     const keep = result.value.keep ?? [];
     const builtIn = new Set(BUILT_IN_COLUMNS);
-    for (const name of Object.keys(result.value.questions)) for (const suffix of ["noul", "choice", "score", "level", "confidence"]) builtIn.add(`${name}.${suffix}`);
+    for (const name of Object.keys(result.value.questions))
+      for (const suffix of ["noul", "choice", "score", "level", "confidence"]) builtIn.add(`${name}.${suffix}`);
     keep.forEach((field, i) => {
       if (keep.indexOf(field) !== i) problems.push(`keep: "${field}" is listed twice`);
-      else if (builtIn.has(field) || /\.(p|raw)\./.test(field)) problems.push(`keep: "${field}" is also a column typed-eval writes in CSV outputs (${BUILT_IN_COLUMNS.join(", ")} and the questions' columns); a row would hold two "${field}" columns`);
+      else if (builtIn.has(field) || /\.(p|raw)\./.test(field))
+        problems.push(
+          `keep: "${field}" is also a column typed-eval writes in CSV outputs (${BUILT_IN_COLUMNS.join(", ")} and the questions' columns); a row would hold two "${field}" columns`,
+        );
     });
     const audit = result.value.audit_sample;
     if (audit !== undefined && parseShare(audit) === undefined) problems.push(`audit_sample: ${JSON.stringify(audit)} is not a share; write "1%" or 0.01`);
     const review = result.value.review_below;
     if (review !== undefined && typeof review === "object") {
       for (const name of Object.keys(review)) {
-        if (!Object.hasOwn(result.value.questions, name)) problems.push(`review_below.${name}: no such question; the questions are ${Object.keys(result.value.questions).join(", ")}`);
+        if (!Object.hasOwn(result.value.questions, name))
+          problems.push(`review_below.${name}: no such question; the questions are ${Object.keys(result.value.questions).join(", ")}`);
       }
     }
     for (const path of [result.value.state, result.value.id, ...(result.value.keep ?? [])]) {
@@ -107,7 +120,7 @@ export function loadJob(path: string): Job {
     json = JSON.parse(text);
   } catch (error) {
     // The README's examples carry comments to explain fields; a copied example should say why it fails.
-    const comments = /^\s*\/\/|\/\*|[,{\[]\s*\/\/|"\s*\/\//m.test(text) ? ": comments (// or /* */) are not allowed in JSON job files; remove them" : "";
+    const comments = /^\s*\/\/|\/\*|[,{[]\s*\/\/|"\s*\/\//m.test(text) ? ": comments (// or /* */) are not allowed in JSON job files; remove them" : "";
     throw new JobError(`${path} is not valid JSON${comments || `: ${(error as Error).message}`}`);
   }
   return parseJob(json, path);

@@ -58,7 +58,11 @@ export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Qu
 export type CalibrationMaps = Map<string, QuestionCalibration>;
 
 /** Applies calibration maps: the calibrated answers (recomputed by the v1 rules) and the raw distributions. */
-export function calibrateAnswers(maps: CalibrationMaps, questions: Record<string, Question>, answers: Record<string, Answer>): { answers: Record<string, Answer>; raw: Record<string, number | Record<string, number>> } {
+export function calibrateAnswers(
+  maps: CalibrationMaps,
+  questions: Record<string, Question>,
+  answers: Record<string, Answer>,
+): { answers: Record<string, Answer>; raw: Record<string, number | Record<string, number>> } {
   const out: Record<string, Answer> = { ...answers };
   const raw: Record<string, number | Record<string, number>> = {};
   for (const [name, map] of maps) {
@@ -94,7 +98,14 @@ export class PriorEstimate {
     if (this.n === 0) return out;
     for (const [name, sum] of this.sums) {
       const q = this.questions[name] as Question;
-      out.set(name, priorMap({ type: q.type, labels: questionLabels(q) }, sum.map((s) => s / this.n), method));
+      out.set(
+        name,
+        priorMap(
+          { type: q.type, labels: questionLabels(q) },
+          sum.map((s) => s / this.n),
+          method,
+        ),
+      );
     }
     return out;
   }

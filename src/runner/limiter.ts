@@ -130,17 +130,19 @@ class Window {
     const weight = available >= need ? Math.max(need, Math.min(this.leaseSize, available)) : need;
     this.leasing = true;
     this.leases++;
-    this.bottleneck.schedule({ weight }, () => Promise.resolve()).then(
-      () => {
-        this.leasing = false;
-        this.local += weight;
-        this.pump();
-      },
-      (error: unknown) => {
-        this.leasing = false;
-        for (const w of this.waiting.splice(0)) w.reject(error);
-      },
-    );
+    this.bottleneck
+      .schedule({ weight }, () => Promise.resolve())
+      .then(
+        () => {
+          this.leasing = false;
+          this.local += weight;
+          this.pump();
+        },
+        (error: unknown) => {
+          this.leasing = false;
+          for (const w of this.waiting.splice(0)) w.reject(error);
+        },
+      );
   }
 
   private returnLater(amount: number): void {

@@ -41,7 +41,9 @@ export interface Lock {
 function readHolder(path: string): LockHolder | undefined {
   try {
     const holder = JSON.parse(readFileSync(path, "utf8")) as Partial<LockHolder>;
-    return typeof holder.pid === "number" && typeof holder.host === "string" ? { host: holder.host, pid: holder.pid, started: String(holder.started) } : undefined;
+    return typeof holder.pid === "number" && typeof holder.host === "string"
+      ? { host: holder.host, pid: holder.pid, started: String(holder.started) }
+      : undefined;
   } catch {
     return undefined;
   }

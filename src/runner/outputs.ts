@@ -125,7 +125,11 @@ function questionCells(question: Question, a: Answer | undefined): unknown[] {
 }
 
 function rawColumns(name: string, question: Question): string[] {
-  return question.type === "noul" ? [`${name}.raw.noul`] : questionColumns(name, question).filter((c) => c.startsWith(`${name}.p.`)).map((c) => `${name}.raw.${c.slice(name.length + 1)}`);
+  return question.type === "noul"
+    ? [`${name}.raw.noul`]
+    : questionColumns(name, question)
+        .filter((c) => c.startsWith(`${name}.p.`))
+        .map((c) => `${name}.raw.${c.slice(name.length + 1)}`);
 }
 
 function rawCells(question: Question, raw: number | Record<string, number> | undefined): unknown[] {
@@ -157,7 +161,14 @@ export function csvWriter(job: Job, shape: RowShape = PLAIN, options: { bom?: bo
   return {
     header: () => `${options.bom ? "\ufeff" : ""}${stringify([csvColumns(job, shape)])}`,
     row: ({ entry: e, answers, raw, review }) => {
-      const row: unknown[] = [e.id, e.line, e.source, e.model, ...(shape.review ? [reviewReason(review), review?.audit ? "true" : "false"] : []), ...(job.keep ?? []).map((f) => cell(e.keep?.[f]))];
+      const row: unknown[] = [
+        e.id,
+        e.line,
+        e.source,
+        e.model,
+        ...(shape.review ? [reviewReason(review), review?.audit ? "true" : "false"] : []),
+        ...(job.keep ?? []).map((f) => cell(e.keep?.[f])),
+      ];
       for (const [name, question] of Object.entries(job.questions) as [string, Question][]) {
         row.push(...questionCells(question, answers[name]));
         if (shape.calibrated.has(name)) row.push(...rawCells(question, raw?.[name]));
@@ -283,7 +294,16 @@ export async function writeOutputs(
     maps = prior.maps();
   } else maps = policy.calibration;
   const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
-  const counts: WrittenCounts = { answered: 0, failed: 0, deduplicated: 0, inputTokens: 0, outputTokens: 0, review: 0, audit: 0, ...(maps ? { calibration: maps } : {}) };
+  const counts: WrittenCounts = {
+    answered: 0,
+    failed: 0,
+    deduplicated: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    review: 0,
+    audit: 0,
+    ...(maps ? { calibration: maps } : {}),
+  };
   const writer = writerFor(answers.format, job, shape, { bom: policy.csvBom ?? false });
   const reviewWriter = policy.review ? writerFor(answers.format, job, { ...shape, review: true }, { bom: policy.csvBom ?? false }) : undefined;
   const before = maps ? new PriorEstimate(job.questions) : undefined;

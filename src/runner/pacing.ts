@@ -160,7 +160,13 @@ export class Pace {
   report(): PaceReport {
     this.account(this.now());
     const total = this.since - this.started;
-    return { current: this.value, lowest: this.lowest, mean: total > 0 ? this.area / total : this.value, seconds_below_limit: this.below / 1000, cuts: this.cuts };
+    return {
+      current: this.value,
+      lowest: this.lowest,
+      mean: total > 0 ? this.area / total : this.value,
+      seconds_below_limit: this.below / 1000,
+      cuts: this.cuts,
+    };
   }
 }
 

@@ -16,9 +16,7 @@ export function valueAt(record: unknown, path: string): unknown {
   return node;
 }
 
-export type Built =
-  | { ok: true; request: SystemOneRequest; id: string; keep: Record<string, unknown> }
-  | { ok: false; id: string; message: string };
+export type Built = { ok: true; request: SystemOneRequest; id: string; keep: Record<string, unknown> } | { ok: false; id: string; message: string };
 
 /** Builds a record's request; a missing or unusable state is an error that names the field. */
 export function buildRequest(job: Job, record: unknown, line: number): Built {
@@ -107,7 +105,13 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
   const text = requestText(checked.value);
   const bytes = Buffer.byteLength(text);
   if (bytes > MAX_BODY_BYTES) {
-    return { kind: "invalid", id: built.id, status: 413, type: "payload_too_large", message: `line ${item.line}: the request would be ${MiB(bytes)}, over the ${MiB(MAX_BODY_BYTES)} a request may be` };
+    return {
+      kind: "invalid",
+      id: built.id,
+      status: 413,
+      type: "payload_too_large",
+      message: `line ${item.line}: the request would be ${MiB(bytes)}, over the ${MiB(MAX_BODY_BYTES)} a request may be`,
+    };
   }
   return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(text, identity) };
 }

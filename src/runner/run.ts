@@ -168,7 +168,14 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     if (pending) {
       const outcome = await pending.outcome;
       if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-      journal.append({ k: "answer", ...base, model: outcome.evaluation.response.model, answers: outcome.evaluation.response.answers, usage: zero, dedup_of: pending.seq });
+      journal.append({
+        k: "answer",
+        ...base,
+        model: outcome.evaluation.response.model,
+        answers: outcome.evaluation.response.answers,
+        usage: zero,
+        dedup_of: pending.seq,
+      });
       return succeeded();
     }
     let estimate: number;
@@ -182,7 +189,14 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     endpointFailed(outcome);
     if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
     const { response, labelMass } = outcome.evaluation;
-    journal.append({ k: "answer", ...base, model: response.model, answers: response.answers, usage: response.usage, ...(labelMass ? { label_mass: labelMass } : {}) });
+    journal.append({
+      k: "answer",
+      ...base,
+      model: response.model,
+      answers: response.answers,
+      usage: response.usage,
+      ...(labelMass ? { label_mass: labelMass } : {}),
+    });
     dedup.remember(hash, item.seq, response);
     stats.inputTokens += response.usage.input_tokens;
     succeeded();

@@ -163,7 +163,14 @@ export async function acquireS3Lock(location: string, options: S3JournalOptions 
   };
   const me: S3Holder = { host: hostname(), pid: process.pid, started: new Date().toISOString(), nonce: randomUUID(), heartbeat: new Date().toISOString() };
   const write = (fresh: boolean) =>
-    client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: JSON.stringify({ ...me, heartbeat: new Date().toISOString() }), ...(fresh ? { IfNoneMatch: "*" } : {}) }));
+    client.send(
+      new PutObjectCommand({
+        Bucket: bucket,
+        Key: key,
+        Body: JSON.stringify({ ...me, heartbeat: new Date().toISOString() }),
+        ...(fresh ? { IfNoneMatch: "*" } : {}),
+      }),
+    );
   const holder = await read();
   if (holder && Date.now() - Date.parse(holder.heartbeat) <= staleMs) throw new LockedError(path, holder);
   try {

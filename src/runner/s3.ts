@@ -20,7 +20,7 @@ export function isS3(location: string): boolean {
 
 export function parseS3(location: string): { bucket: string; key: string } {
   const match = /^s3:\/\/([^/]+)\/?(.*)$/.exec(location);
-  if (!match || !match[1]) throw new SourceError(`not an S3 location: ${location} (expected s3://bucket/key)`);
+  if (!match?.[1]) throw new SourceError(`not an S3 location: ${location} (expected s3://bucket/key)`);
   return { bucket: match[1], key: match[2] ?? "" };
 }
 
@@ -64,15 +64,27 @@ async function keysUnder(client: S3Client, bucket: string, prefix: string): Prom
 }
 
 /** Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. */
-export async function openS3Source(location: string, format: Format, client: S3Client = s3Client(), onNote?: (message: string, keys: string[]) => void): Promise<Source> {
+export async function openS3Source(
+  location: string,
+  format: Format,
+  client: S3Client = s3Client(),
+  onNote?: (message: string, keys: string[]) => void,
+): Promise<Source> {
   const { bucket, key } = parseS3(location);
   let objects: { key: string; size: number }[];
   try {
     if (key === "" || key.endsWith("/")) {
       const listed = await keysUnder(client, bucket, key);
       objects = listed.keys;
-      if (listed.markers.length > 0) onNote?.(`skipped ${listed.markers.length} marker object${listed.markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`, listed.markers);
-      if (objects.length === 0) throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`, { absent: true });
+      if (listed.markers.length > 0)
+        onNote?.(
+          `skipped ${listed.markers.length} marker object${listed.markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`,
+          listed.markers,
+        );
+      if (objects.length === 0)
+        throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`, {
+          absent: true,
+        });
     } else {
       const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
       objects = [{ key, size: head.ContentLength ?? 0 }];

@@ -74,7 +74,12 @@ export class Sender {
           () => {
             counts.requests++;
             if (attempt > 0) counts.retries++;
-            return evaluator.evaluate(request, { retryCount: attempt, signal, once: true, ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}) });
+            return evaluator.evaluate(request, {
+              retryCount: attempt,
+              signal,
+              once: true,
+              ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}),
+            });
           },
           signal,
         );
@@ -95,7 +100,10 @@ export class Sender {
           if (error instanceof UpstreamUnavailableError && error.unreachable) throw new AbortRun(`the endpoint is unreachable (${error.message})`);
           return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
         }
-        const serverDelay = (error instanceof RateLimitError || error instanceof OverloadedError) && error.serverDelay && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs ? error.retryAfterMs : undefined;
+        const serverDelay =
+          (error instanceof RateLimitError || error instanceof OverloadedError) && error.serverDelay && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs
+            ? error.retryAfterMs
+            : undefined;
         if (error instanceof RateLimitError && serverDelay !== undefined) {
           // The account's limit: hold every new attempt, this one included, until the endpoint said.
           limiter.hold(serverDelay);

@@ -17,9 +17,7 @@ export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
 export type Format = "jsonl" | "csv";
 
 /** One input record, or why a line could not be read. `seq` numbers records across the whole input. */
-export type SourceItem =
-  | { seq: number; line: number; source: string; record: unknown }
-  | { seq: number; line: number; source: string; error: string };
+export type SourceItem = { seq: number; line: number; source: string; record: unknown } | { seq: number; line: number; source: string; error: string };
 
 export interface Source {
   name: string;

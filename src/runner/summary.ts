@@ -119,7 +119,14 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     cost_usd: costOf(stats.inputTokens + sent.wastedInput, base.price),
     pace: { lowest: pace.lowest, mean: pace.mean, seconds_below_limit: pace.seconds_below_limit, cuts: pace.cuts },
   };
-  const now = { seconds, requests: sent.requests, retries: sent.retries, rate_limited: sent.rateLimited, overloaded: sent.overloaded, wasted_input_tokens: sent.wastedInput };
+  const now = {
+    seconds,
+    requests: sent.requests,
+    retries: sent.retries,
+    rate_limited: sent.rateLimited,
+    overloaded: sent.overloaded,
+    wasted_input_tokens: sent.wastedInput,
+  };
   for (const run of [...base.runs, now]) {
     summary.requests.sent += run.requests;
     summary.requests.retries += run.retries;
@@ -140,7 +147,15 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     summary.calibration = {
       source: outputs.calibrationSource,
       questions: Object.fromEntries(
-        [...written.calibration].map(([name, c]) => [name, { method: c.method, temperature: c.temperature, bias: c.bias, moved: shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0 }]),
+        [...written.calibration].map(([name, c]) => [
+          name,
+          {
+            method: c.method,
+            temperature: c.temperature,
+            bias: c.bias,
+            moved: shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0,
+          },
+        ]),
       ),
     };
   }

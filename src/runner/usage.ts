@@ -91,13 +91,17 @@ function money(usd: number): string {
 export function describe(s: UsageSummary): string {
   const r = s.records;
   const n = (x: number) => x.toLocaleString("en-US");
-  const requests = (q: UsageSummary["requests"]) => `${n(q.sent)} requests (${q.retries} retries, ${q.rate_limited} rate-limited 429, ${q.overloaded} overloaded 529)`;
+  const requests = (q: UsageSummary["requests"]) =>
+    `${n(q.sent)} requests (${q.retries} retries, ${q.rate_limited} rate-limited 429, ${q.overloaded} overloaded 529)`;
   const head =
     `${n(r.read)} records: ${n(r.answered)} answered` +
     ` (${r.deduplicated} deduplicated, ${r.resumed} from an earlier run), ${r.failed} failed` +
     (r.other_shards ? `, ${r.other_shards} left to other shards` : "");
   const t = s.this_run;
-  const pace = t?.pace && t.pace.cuts > 0 ? `; pace cut ${t.pace.cuts} times, lowest ${(t.pace.lowest * 100).toFixed(0)}%, mean ${(t.pace.mean * 100).toFixed(0)}% of the limits, ${t.pace.seconds_below_limit.toFixed(1)} s below them` : "";
+  const pace =
+    t?.pace && t.pace.cuts > 0
+      ? `; pace cut ${t.pace.cuts} times, lowest ${(t.pace.lowest * 100).toFixed(0)}%, mean ${(t.pace.mean * 100).toFixed(0)}% of the limits, ${t.pace.seconds_below_limit.toFixed(1)} s below them`
+      : "";
   const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s${pace}` : undefined;
   const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`;
   return [head, ...(now ? [now] : []), all].join("\n");

@@ -151,10 +151,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     if (reply.statusCode === 429) metrics.rateLimited.inc({ account: request.info.account ?? "" });
     if (reply.statusCode === 529) metrics.overloaded.inc({ account: request.info.account ?? "" });
     if (request.routeOptions.url === "/v1/systemone" && reply.statusCode === 200) averageMs = 0.8 * averageMs + 0.2 * ms;
-    logger.info(
-      { requestId: request.id, method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(ms), ...request.info },
-      "request",
-    );
+    logger.info({ requestId: request.id, method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(ms), ...request.info }, "request");
   });
 
   app.setErrorHandler((error: FastifyError | TypedEvalError, request: FastifyRequest, reply: FastifyReply) => {
@@ -269,7 +266,9 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 /** Each answer with `x_label_mass`: the share of the next-token distribution on its labels (when the model reports it). */
 function withLabelMass(response: SystemOneResponse, mass: Record<string, number> | undefined): SystemOneResponse {
   if (!mass) return response;
-  const answers = Object.fromEntries(Object.entries(response.answers).map(([name, a]) => [name, mass[name] === undefined ? a : { ...a, x_label_mass: mass[name] }]));
+  const answers = Object.fromEntries(
+    Object.entries(response.answers).map(([name, a]) => [name, mass[name] === undefined ? a : { ...a, x_label_mass: mass[name] }]),
+  );
   return { ...response, answers: answers as SystemOneResponse["answers"] };
 }
 

@@ -80,9 +80,6 @@ describe("responseViolations", () => {
     r.answers["yes"] = { type: "noul", noul: 0.5, confidence: 1 } as SystemOneResponse["answers"][string];
     const rate = r.answers["rate"]!;
     if (rate.type === "score") rate.score = 2.5;
-    expect(responseViolations(request, r)).toEqual([
-      "answers.yes: a noul answer has no confidence",
-      "answers.rate: score 2.5 outside [0, 2]",
-    ]);
+    expect(responseViolations(request, r)).toEqual(["answers.yes: a noul answer has no confidence", "answers.rate: score 2.5 outside [0, 2]"]);
   });
 });

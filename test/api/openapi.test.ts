@@ -76,7 +76,10 @@ describe("the generated OpenAPI document", () => {
       const properties = Object.keys((schema!["properties"] as Node) ?? {}).sort();
       expect(properties, name).toEqual(Object.keys(fields).sort());
       const required = ((schema!["required"] as string[]) ?? []).sort();
-      const want = Object.entries(fields).filter(([, r]) => r).map(([f]) => f).sort();
+      const want = Object.entries(fields)
+        .filter(([, r]) => r)
+        .map(([f]) => f)
+        .sort();
       expect(required, name).toEqual(want);
     }
   });

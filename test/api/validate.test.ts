@@ -331,7 +331,12 @@ describe("strict by default", () => {
   it("refuses a typo inside a question with extra_forbidden at the exact loc, and says what was meant", () => {
     const body = { state: "s", model: "m", questions: { team: { type: "choice", instruction: "Which team?", criteria: { a: null } } } };
     expect(errorsOf(body)).toEqual([
-      { type: "extra_forbidden", loc: ["body", "questions", "team", "choice", "instruction"], msg: "Extra inputs are not permitted (did you mean instructions?)", input: "Which team?" },
+      {
+        type: "extra_forbidden",
+        loc: ["body", "questions", "team", "choice", "instruction"],
+        msg: "Extra inputs are not permitted (did you mean instructions?)",
+        input: "Which team?",
+      },
     ]);
     expect(errorsOf(body, true)).toEqual([]);
   });
@@ -356,11 +361,27 @@ describe("strict by default", () => {
     const nullable = fc.option(content, { nil: null });
     const instructions = fc.option(nullable, { nil: undefined });
     const question = fc.oneof(
-      fc.record({ type: fc.constant("noul"), instructions, criteria: fc.option(fc.option(fc.record({ true: nullable, false: nullable }, { requiredKeys: [] }), { nil: null }), { nil: undefined }) }, { requiredKeys: ["type"] }),
-      fc.record({ type: fc.constant("choice"), instructions, criteria: fc.dictionary(fc.string({ minLength: 1 }), nullable, { minKeys: 1, maxKeys: 8 }) }, { requiredKeys: ["type", "criteria"] }),
-      fc.record({ type: fc.constant("score"), instructions, criteria: fc.array(content, { minLength: 1, maxLength: 10 }) }, { requiredKeys: ["type", "criteria"] }),
+      fc.record(
+        {
+          type: fc.constant("noul"),
+          instructions,
+          criteria: fc.option(fc.option(fc.record({ true: nullable, false: nullable }, { requiredKeys: [] }), { nil: null }), { nil: undefined }),
+        },
+        { requiredKeys: ["type"] },
+      ),
+      fc.record(
+        { type: fc.constant("choice"), instructions, criteria: fc.dictionary(fc.string({ minLength: 1 }), nullable, { minKeys: 1, maxKeys: 8 }) },
+        { requiredKeys: ["type", "criteria"] },
+      ),
+      fc.record(
+        { type: fc.constant("score"), instructions, criteria: fc.array(content, { minLength: 1, maxLength: 10 }) },
+        { requiredKeys: ["type", "criteria"] },
+      ),
     );
-    const request = fc.record({ state: content, model: fc.string(), questions: fc.dictionary(fc.string(), question, { minKeys: 1, maxKeys: 5 }), extra: fc.jsonValue() }, { requiredKeys: ["state", "model", "questions"] });
+    const request = fc.record(
+      { state: content, model: fc.string(), questions: fc.dictionary(fc.string(), question, { minKeys: 1, maxKeys: 5 }), extra: fc.jsonValue() },
+      { requiredKeys: ["state", "model", "questions"] },
+    );
     fc.assert(
       fc.property(request, (body) => {
         const cleaned = JSON.parse(JSON.stringify(body)) as unknown;

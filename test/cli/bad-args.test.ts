@@ -17,7 +17,13 @@ const aFile = join(dir, "a-file");
 writeFileSync(aFile, "not a folder");
 writeFileSync(join(dir, "answers.jsonl"), `${JSON.stringify({ id: "T-1000", answers: { wants_refund: { type: "noul", noul: 0.2 } } })}\n`);
 // No model file anywhere: a command that got past its checks would try to download and fail differently.
-const env = { ...process.env, TYPED_EVAL_MODEL_PATH: undefined, TYPED_EVAL_MODELS_DIR: join(dir, "models"), HF_ENDPOINT: "http://127.0.0.1:9", TYPED_EVAL_BASE_URL: undefined };
+const env = {
+  ...process.env,
+  TYPED_EVAL_MODEL_PATH: undefined,
+  TYPED_EVAL_MODELS_DIR: join(dir, "models"),
+  HF_ENDPOINT: "http://127.0.0.1:9",
+  TYPED_EVAL_BASE_URL: undefined,
+};
 
 const cases: [string[], RegExp][] = [
   [["run", data, "--job", job, "--rpm", "abc"], /--rpm takes a number above 0/],

@@ -5,7 +5,6 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { BIN } from "../support/cli.js";
 
-
 function run(args: string[], input?: string) {
   const result = spawnSync(process.execPath, [BIN, ...args], { input, encoding: "utf8", timeout: 20_000 });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
@@ -38,7 +37,10 @@ describe("typed-eval CLI", () => {
     const { code, stdout } = run(["validate", "-"], JSON.stringify({ state: null, model: "m", questions: {} }));
     expect(code).toBe(2);
     const body = JSON.parse(stdout) as { detail: { loc: unknown[] }[] };
-    expect(body.detail.map((d) => d.loc)).toEqual([["body", "state"], ["body", "questions"]]);
+    expect(body.detail.map((d) => d.loc)).toEqual([
+      ["body", "state"],
+      ["body", "questions"],
+    ]);
   });
 
   it("validate: a file that is not JSON is a clear error, exit 2", () => {

@@ -135,7 +135,10 @@ describe("LocalEvaluator readout", () => {
     expect(response.answers["one"]).toMatchObject({ score: 0, confidence: 1, probabilities: { "0": 1 } });
     const ten = response.answers["ten"]!;
     if (ten.type !== "score") throw new Error("expected a score");
-    expect(ten.score).toBeCloseTo(Object.values(ten.probabilities).reduce((s, p, k) => s + k * p, 0), 12);
+    expect(ten.score).toBeCloseTo(
+      Object.values(ten.probabilities).reduce((s, p, k) => s + k * p, 0),
+      12,
+    );
   });
 
   it("answers object, array and string states, each differently", async () => {
@@ -197,7 +200,7 @@ describe("LocalEvaluator usage and limits", () => {
     const prepared = evaluator.prepare(req);
     expect(response.usage.input_tokens).toBe(prepared.prefix.length + prepared.tasks.reduce((s, t) => s + t.suffix.length, 0));
     // Independently: the byte-level tokenizer makes one token per UTF-8 byte of plain text.
-    const more = await answer(request(questions, "a state of exactly some bytes" + "é".repeat(10)));
+    const more = await answer(request(questions, `a state of exactly some bytes${"é".repeat(10)}`));
     expect(more.usage.input_tokens - response.usage.input_tokens).toBe(20);
     const twice = await answer(request({ ...questions, again: questions["refund"]! }, "a state of exactly some bytes"));
     expect(twice.usage.input_tokens - response.usage.input_tokens).toBe(prepared.tasks[0]!.suffix.length);
@@ -224,7 +227,9 @@ describe("LocalEvaluator usage and limits", () => {
   });
 
   it("refuses state plus one question over 32k tokens, at that question", async () => {
-    const error = await evaluator.evaluate(request({ fine: { type: "noul" }, huge: { type: "noul", instructions: "v".repeat(33_000) } }, "s")).catch((e: unknown) => e);
+    const error = await evaluator
+      .evaluate(request({ fine: { type: "noul" }, huge: { type: "noul", instructions: "v".repeat(33_000) } }, "s"))
+      .catch((e: unknown) => e);
     const detail = (error as UnprocessableEntityError).detail;
     expect(detail).toHaveLength(1);
     expect(detail[0]).toMatchObject({ loc: ["body", "questions", "huge"], ctx: { max_length: 32_768 } });
@@ -270,7 +275,7 @@ describe("LocalEvaluator determinism under load", () => {
       }));
       const solo: SystemOneResponse[] = [];
       for (const r of requests) solo.push((await local.evaluate(r)).response);
-      for (const order of [[...requests.keys()].reverse(), [...requests.keys()].sort((a, b) => (a * 7) % 12 - (b * 7) % 12)]) {
+      for (const order of [[...requests.keys()].reverse(), [...requests.keys()].sort((a, b) => ((a * 7) % 12) - ((b * 7) % 12))]) {
         const together = await Promise.all(order.map((i) => local.evaluate(requests[i]!)));
         together.forEach((result, k) => expect(result.response).toEqual(solo[order[k]!]));
       }

@@ -132,6 +132,7 @@ describe("answer builders", () => {
   it("choice: keeps an option named __proto__ as an own key", () => {
     const answer = choiceAnswer(["__proto__", "b"], [0.9, 0.1]);
     expect(Object.keys(answer.probabilities)).toEqual(["__proto__", "b"]);
+    // biome-ignore lint/suspicious/noProto: the point is that "__proto__" is an ordinary option label here
     expect(answer.probabilities["__proto__"]).toBe(0.9);
     expect(answer.choice).toBe("__proto__");
   });
@@ -168,11 +169,7 @@ describe("answer builders", () => {
 
 describe("properties over random inputs", () => {
   // Logits from the extremes and the middle, including exact ties.
-  const logit = fc.oneof(
-    fc.constantFrom(-1e4, 1e4, 0, -Infinity),
-    fc.double({ min: -1e4, max: 1e4, noNaN: true }),
-    fc.integer({ min: -3, max: 3 }),
-  );
+  const logit = fc.oneof(fc.constantFrom(-1e4, 1e4, 0, -Infinity), fc.double({ min: -1e4, max: 1e4, noNaN: true }), fc.integer({ min: -3, max: 3 }));
   const logits = (min: number, max: number) => fc.array(logit, { minLength: min, maxLength: max });
   const temperature = fc.oneof(fc.constant(1), fc.double({ min: 0.05, max: 20, noNaN: true }));
 

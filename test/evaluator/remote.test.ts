@@ -32,7 +32,10 @@ const valid: SystemOneResponse = {
   usage: { input_tokens: 42, output_tokens: 2 },
 };
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => sendJson(res, status, body, headers);
+const json =
+  (status: number, body: unknown, headers: Record<string, string> = {}): Step =>
+  (_req, res) =>
+    sendJson(res, status, body, headers);
 const reset: Step = (req) => req.socket.destroy();
 
 beforeAll(async () => {
@@ -106,13 +109,21 @@ describe("RemoteEvaluator", () => {
 
   it("gives up after the retries with the last error, keeping its retry delay", async () => {
     run([json(429, {}, { "retry-after-ms": "10" }), json(429, {}, { "retry-after-ms": "20" }), json(429, { detail: "still" }, { "retry-after-ms": "30" })]);
-    const error = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    const error = await remote()
+      .evaluator.evaluate(request)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitError);
     expect((error as RateLimitError).retryAfterMs).toBe(30);
     run([json(529, {}), json(529, {}), json(529, {})]);
-    expect(await remote().evaluator.evaluate(request).catch((e: unknown) => e)).toBeInstanceOf(OverloadedError);
+    expect(
+      await remote()
+        .evaluator.evaluate(request)
+        .catch((e: unknown) => e),
+    ).toBeInstanceOf(OverloadedError);
     run([json(503, {}), json(503, {}), json(503, {})]);
-    const server = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    const server = await remote()
+      .evaluator.evaluate(request)
+      .catch((e: unknown) => e);
     expect(server).toBeInstanceOf(UpstreamError);
     expect((server as UpstreamError).status).toBe(503);
   });
@@ -120,18 +131,26 @@ describe("RemoteEvaluator", () => {
   it("never retries 400, 401, 403, 404 or 422, and passes their details on", async () => {
     const detail = [{ loc: ["body", "questions", "q"], msg: "bad", type: "union_tag_invalid" }];
     run([json(422, { detail })]);
-    const error = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    const error = await remote()
+      .evaluator.evaluate(request)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UnprocessableEntityError);
     expect((error as UnprocessableEntityError).detail).toEqual(detail);
     expect(seen).toHaveLength(1);
     for (const status of [400, 401, 403, 404]) {
       run([json(status, { detail: `no ${status}` })]);
-      const e = await remote().evaluator.evaluate(request).catch((x: unknown) => x);
+      const e = await remote()
+        .evaluator.evaluate(request)
+        .catch((x: unknown) => x);
       expect((e as { status: number }).status).toBe(status);
       expect(seen).toHaveLength(1);
     }
     run([json(401, { detail: "bad key" })]);
-    expect(await remote().evaluator.evaluate(request).catch((e: unknown) => e)).toBeInstanceOf(AuthenticationError);
+    expect(
+      await remote()
+        .evaluator.evaluate(request)
+        .catch((e: unknown) => e),
+    ).toBeInstanceOf(AuthenticationError);
   });
 
   it("refuses answers from responses that break the contract, and retries them", async () => {
@@ -143,7 +162,9 @@ describe("RemoteEvaluator", () => {
     };
     const outside = { ...valid, answers: { ...valid.answers, c: { type: "choice", choice: "z", probabilities: { a: 0.5, z: 0.5 }, confidence: 0 } } };
     run([json(200, missing), json(200, wrongType), truncated]);
-    const error = await remote().evaluator.evaluate(request).catch((e: unknown) => e);
+    const error = await remote()
+      .evaluator.evaluate(request)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UpstreamUnavailableError);
     expect((error as Error).message).toMatch(/invalid response/);
     run([json(200, outside)]);
@@ -154,7 +175,12 @@ describe("RemoteEvaluator", () => {
 
   it("reports an unreachable endpoint as UpstreamUnavailableError after its retries", async () => {
     const waits: number[] = [];
-    const evaluator = new RemoteEvaluator({ baseUrl: "http://127.0.0.1:9", retry: { maxRetries: 1 }, random: () => 0, sleep: async (ms) => void waits.push(ms) });
+    const evaluator = new RemoteEvaluator({
+      baseUrl: "http://127.0.0.1:9",
+      retry: { maxRetries: 1 },
+      random: () => 0,
+      sleep: async (ms) => void waits.push(ms),
+    });
     const error = await evaluator.evaluate(request).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UpstreamUnavailableError);
     expect(waits).toEqual([500]);
@@ -169,7 +195,9 @@ describe("typed-eval fronting another typed-eval server", () => {
     const innerUrl = `http://127.0.0.1:${(inner.server.address() as AddressInfo).port}`;
     const front = (key: string) =>
       buildServer({
-        evaluator: new ModelRouter([{ names: ["relay"], evaluator: new RemoteEvaluator({ baseUrl: innerUrl, apiKey: key, model: "tiny", retry: { maxRetries: 0 } }) }]),
+        evaluator: new ModelRouter([
+          { names: ["relay"], evaluator: new RemoteEvaluator({ baseUrl: innerUrl, apiKey: key, model: "tiny", retry: { maxRetries: 0 } }) },
+        ]),
         accounts: testAccounts(),
         logger: memoryLogger().logger,
       });

@@ -76,7 +76,9 @@ describe("pullModel", () => {
 
   it("refuses a file whose checksum differs, deleting it and saying what to do", async () => {
     const dest = join(mkdtempSync(join(tmpdir(), "te-dl-")), "model.gguf");
-    await expect(pullModel(entry("model.gguf", "0".repeat(64)), dest)).rejects.toThrow(/checksum mismatch.*expected 0{64}, got [0-9a-f]{64}.*run the pull again/);
+    await expect(pullModel(entry("model.gguf", "0".repeat(64)), dest)).rejects.toThrow(
+      /checksum mismatch.*expected 0{64}, got [0-9a-f]{64}.*run the pull again/,
+    );
     expect(existsSync(dest)).toBe(false);
     expect(existsSync(`${dest}.partial`)).toBe(false);
   });

@@ -24,7 +24,10 @@ describe.skipIf(!process.env["PACKAGE_TEST"])("the packed package", () => {
     expect(listing).toContain("package/dist/cli/main.js");
     expect(listing).not.toMatch(/package\/(src|test|bench)\//);
     const prefix = join(work, "prefix");
-    const install = spawnSync("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tarball], { encoding: "utf8", timeout: 600_000 });
+    const install = spawnSync("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tarball], {
+      encoding: "utf8",
+      timeout: 600_000,
+    });
     expect(install.status, install.stderr).toBe(0);
     const bin = join(prefix, "bin", "typed-eval");
     const model = generatedModel(TINY);
@@ -42,7 +45,10 @@ describe.skipIf(!process.env["PACKAGE_TEST"])("the packed package", () => {
     expect(JSON.parse(asked.stdout)).toMatchObject({ answers: { wants_refund: { type: "noul" } } });
     // serve: starts, answers /healthz, stops on SIGTERM.
     spawnSync(bin, ["keys", "create", "--account", "dev", "--accounts-file", join(work, "accounts.json")], { cwd: work, env });
-    const server = spawn(bin, ["serve", "--accounts-file", join(work, "accounts.json"), "--model-path", model, "--port", "0"], { cwd: work, env: { ...env, TYPED_EVAL_LOG_LEVEL: "info" } });
+    const server = spawn(bin, ["serve", "--accounts-file", join(work, "accounts.json"), "--model-path", model, "--port", "0"], {
+      cwd: work,
+      env: { ...env, TYPED_EVAL_LOG_LEVEL: "info" },
+    });
     const url = await new Promise<string>((done, fail) => {
       let text = "";
       server.stderr.on("data", (d: Buffer) => {

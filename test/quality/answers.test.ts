@@ -42,20 +42,28 @@ describe("gold labels", () => {
 
   it("collect every problem of a gold file at once", async () => {
     const path = write("g.csv", "id,t\nA,billing\nB,refunds\n,billing\nA,shipping\n");
-    await expect(readGold(path, [choice], {})).rejects.toThrow(/3 problems:\n.*line 3, field t: "refunds".*\n.*line 4: no id in field "id".*\n.*line 5: id "A" is labeled twice/);
+    await expect(readGold(path, [choice], {})).rejects.toThrow(
+      /3 problems:\n.*line 3, field t: "refunds".*\n.*line 4: no id in field "id".*\n.*line 5: id "A" is labeled twice/,
+    );
   });
 });
 
 describe("answers files", () => {
   it("discover the questions of a CSV answers file from its header, and read raw columns of a calibrated run", async () => {
-    const path = write("a.csv", "id,line,source,model,t.choice,t.confidence,t.p.x,t.p.y,t.raw.p.x,t.raw.p.y,u.noul,u.raw.noul\nr1,1,s,m,x,0.2,0.6,0.4,0.9,0.1,0.3,0.2\n");
+    const path = write(
+      "a.csv",
+      "id,line,source,model,t.choice,t.confidence,t.p.x,t.p.y,t.raw.p.x,t.raw.p.y,u.noul,u.raw.noul\nr1,1,s,m,x,0.2,0.6,0.4,0.9,0.1,0.3,0.2\n",
+    );
     let found: QuestionInfo[] = [];
     const rows = [];
     for await (const r of await readAnswers(path, { onQuestions: (q) => (found = q) })) rows.push(r);
-    expect(found.map((q) => [q.name, q.type, q.labels])).toEqual([["t", "choice", ["x", "y"]], ["u", "noul", ["false", "true"]]]);
+    expect(found.map((q) => [q.name, q.type, q.labels])).toEqual([
+      ["t", "choice", ["x", "y"]],
+      ["u", "noul", ["false", "true"]],
+    ]);
     expect(rows[0]!.dist.get("t")).toEqual([0.6, 0.4]);
     expect(rows[0]!.raw?.get("t")).toEqual([0.9, 0.1]);
-    expect(rows[0]!.raw?.get("u")![1]).toBeCloseTo(0.2, 15);
+    expect(rows[0]!.raw!.get("u")![1]).toBeCloseTo(0.2, 15);
   });
 
   it("refuse a file that is not answers, naming the line", async () => {

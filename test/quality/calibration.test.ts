@@ -31,7 +31,10 @@ const info = (k: number) => ({ name: "q", type: "choice" as const, labels: Array
 function ece(rows: Rows): number {
   const s = rows.scored();
   const pred = predictions(s);
-  return calibrationError(topLabelConfidence(s), Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0))).ece;
+  return calibrationError(
+    topLabelConfidence(s),
+    Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0)),
+  ).ece;
 }
 
 describe("calibration", () => {
@@ -81,7 +84,9 @@ describe("calibration", () => {
 
 const question: fc.Arbitrary<Question> = fc.oneof(
   fc.constant<Question>({ type: "noul" }),
-  fc.integer({ min: 1, max: 12 }).map((k): Question => ({ type: "choice", criteria: Object.fromEntries(Array.from({ length: k }, (_, i) => [`opt${i}`, null])) })),
+  fc
+    .integer({ min: 1, max: 12 })
+    .map((k): Question => ({ type: "choice", criteria: Object.fromEntries(Array.from({ length: k }, (_, i) => [`opt${i}`, null])) })),
   fc.integer({ min: 1, max: 10 }).map((k): Question => ({ type: "score", criteria: Array.from({ length: k }, (_, i) => `level ${i}`) })),
 );
 

@@ -33,10 +33,12 @@ const planted: Record<string, number[]> = { team: [1.5, 0, -1, 0.25], urgent: [0
 async function ask(state: string, bias?: Record<string, number[]>): Promise<Record<string, Answer>> {
   const { answers } = (await evaluator.evaluate({ state, model: "tiny", questions })).response;
   if (!bias) return answers;
-  return Object.fromEntries(Object.entries(answers).map(([name, a]) => {
-    const q = questions[name]!;
-    return [name, answerFrom(q, applyMap({ temperature: 1, bias: bias[name]! }, answerDistribution(q, a)))];
-  }));
+  return Object.fromEntries(
+    Object.entries(answers).map(([name, a]) => {
+      const q = questions[name]!;
+      return [name, answerFrom(q, applyMap({ temperature: 1, bias: bias[name]! }, answerDistribution(q, a)))];
+    }),
+  );
 }
 
 const centred = (v: number[]) => v.map((x) => x - v.reduce((a, b) => a + b, 0) / v.length);

@@ -28,7 +28,19 @@ import {
 // Reference values from scikit-learn 1.2.1 / SciPy 1.10.1: see fixtures/make_metrics.py for the command.
 const ref = JSON.parse(readFileSync(new URL("fixtures/metrics.json", import.meta.url), "utf8")) as {
   noul: { p_yes: number[]; y: number[]; accuracy: number; balanced_accuracy: number; auroc: number; auprc: number; brier: number; log_loss: number };
-  choice: { k: number; p: number[][]; y: number[]; accuracy: number; balanced_accuracy: number; macro_f1: number; kappa: number; confusion: number[][]; top2_accuracy: number; brier: number; log_loss: number };
+  choice: {
+    k: number;
+    p: number[][];
+    y: number[];
+    accuracy: number;
+    balanced_accuracy: number;
+    macro_f1: number;
+    kappa: number;
+    confusion: number[][];
+    top2_accuracy: number;
+    brier: number;
+    log_loss: number;
+  };
   score: { k: number; p: number[][]; y: number[]; accuracy: number; within_one: number; mae: number; qwk: number; spearman: number; rps: number };
 };
 
@@ -40,7 +52,10 @@ const ones = (n: number) => new Float64Array(n).fill(1);
 
 describe("metrics against scikit-learn", () => {
   it("noul: accuracy, balanced accuracy, AUROC, AUPRC, Brier, log loss", () => {
-    const s = scored(ref.noul.p_yes.map((p) => [1 - p, p]), ref.noul.y);
+    const s = scored(
+      ref.noul.p_yes.map((p) => [1 - p, p]),
+      ref.noul.y,
+    );
     const w = ones(s.n);
     const m = confusion(s.y, predictions(s), 2, w);
     expect(accuracyOf(m, 2)).toBeCloseTo(ref.noul.accuracy, 12);

@@ -56,7 +56,11 @@ interface Row {
   review_reasons?: { question: string; confidence: number; threshold: number }[];
   audit?: boolean;
 }
-const rows = (path: string): Row[] => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Row);
+const rows = (path: string): Row[] =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Row);
 
 /** Seeded gold labels near the model's own answers, so the metrics have something to measure. */
 function goldFor(answers: Row[]): string {
@@ -68,7 +72,14 @@ function goldFor(answers: Row[]): string {
     const mood = r.answers["mood"] as Extract<Answer, { type: "score" }>;
     const urgent = (r.answers["urgent"] as Extract<Answer, { type: "noul" }>).noul;
     const options = Object.keys(team.probabilities);
-    lines.push([r.id, random() < 0.75 === urgent > 0.5 ? "yes" : "no", random() < 0.7 ? team.choice : options[Math.floor(random() * options.length)], random() < 0.6 ? Math.round(mood.score) : Math.floor(random() * 3)].join(","));
+    lines.push(
+      [
+        r.id,
+        random() < 0.75 === urgent > 0.5 ? "yes" : "no",
+        random() < 0.7 ? team.choice : options[Math.floor(random() * options.length)],
+        random() < 0.6 ? Math.round(mood.score) : Math.floor(random() * 3),
+      ].join(","),
+    );
   }
   return `${lines.join("\n")}\n`;
 }
@@ -99,8 +110,12 @@ describe("assess", () => {
     const assessment = JSON.parse(a.stdout) as Assessment;
     expect(assessment.rows).toMatchObject({ matched: N, gold: N, answers: N, gold_only: 0, answers_only: 0 });
     const byName = Object.fromEntries(assessment.questions.map((q) => [q.name, q]));
-    expect(Object.keys(byName["urgent"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss", "ece", "ace", "mce", "aurc"]));
-    expect(Object.keys(byName["team"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"]));
+    expect(Object.keys(byName["urgent"]!.metrics)).toEqual(
+      expect.arrayContaining(["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss", "ece", "ace", "mce", "aurc"]),
+    );
+    expect(Object.keys(byName["team"]!.metrics)).toEqual(
+      expect.arrayContaining(["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"]),
+    );
     expect(Object.keys(byName["mood"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "within_one", "mae", "qwk", "spearman", "rps"]));
     for (const q of assessment.questions) {
       const [lo, hi] = q.intervals["accuracy"]!;
@@ -174,7 +189,9 @@ describe("calibrate and run --calibration", () => {
       for (const [name, q] of Object.entries(questions)) {
         const raw = answerDistribution(q, before[row.id]!.answers[name]!);
         const kept = row.raw![name]!;
-        expect(typeof kept === "number" ? kept : kept).toEqual(q.type === "noul" ? raw[1] : (before[row.id]!.answers[name] as { probabilities: Record<string, number> }).probabilities);
+        expect(typeof kept === "number" ? kept : kept).toEqual(
+          q.type === "noul" ? raw[1] : (before[row.id]!.answers[name] as { probabilities: Record<string, number> }).probabilities,
+        );
         const expected = applyMap(file.questions[name]!, raw);
         answerDistribution(q, row.answers[name]!).forEach((p, i) => expect(p).toBeCloseTo(expected[i]!, 12));
       }
@@ -193,7 +210,19 @@ describe("calibrate and run --calibration", () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/was fitted for .*but this run's model is .*sha256:.*--force-calibration/);
     expect(existsSync(join(dir, "other.jsonl"))).toBe(false);
-    const forced = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", join(dir, "other.jsonl"), "--calibration", cal, "--model-path", other, "--force-calibration"]);
+    const forced = cli([
+      "run",
+      join(dir, "t.jsonl"),
+      "--job",
+      jobPath,
+      "-o",
+      join(dir, "other.jsonl"),
+      "--calibration",
+      cal,
+      "--model-path",
+      other,
+      "--force-calibration",
+    ]);
     expect(forced.code).toBe(0);
   });
 
@@ -205,7 +234,10 @@ describe("calibrate and run --calibration", () => {
     // After dividing out the prior, the mean distribution is much closer to uniform than before.
     const k = 3;
     const mean = Array.from({ length: k }, (_, i) => rows(batch).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / N);
-    const meanBefore = Array.from({ length: k }, (_, i) => rows(out).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / N);
+    const meanBefore = Array.from(
+      { length: k },
+      (_, i) => rows(out).reduce((s, r) => s + answerDistribution(questions["team"]!, r.answers["team"]!)[i]!, 0) / N,
+    );
     const spread = (m: number[]) => Math.max(...m) - Math.min(...m);
     expect(spread(mean)).toBeLessThan(spread(meanBefore) / 2);
     expect(summary.calibration!.questions["team"]!.moved).toBeGreaterThan(0);
@@ -231,7 +263,11 @@ describe("review routing", () => {
     const target = join(dir, "rev.jsonl");
     const r = cli(["run", join(dir, "t.jsonl"), "--job", reviewJob, "-o", target, "--audit-seed", "7"]);
     expect(r.code).toBe(0);
-    const below = new Set(rows(target).filter((x) => top(questions["team"]!, x.answers["team"]!) < threshold).map((x) => x.id));
+    const below = new Set(
+      rows(target)
+        .filter((x) => top(questions["team"]!, x.answers["team"]!) < threshold)
+        .map((x) => x.id),
+    );
     const review = rows(`${target}.review.jsonl`);
     expect(new Set(review.filter((x) => !x.audit).map((x) => x.id))).toEqual(below);
     for (const x of review.filter((x) => !x.audit)) expect(x.review_reasons![0]).toMatchObject({ question: "team", threshold });
@@ -242,7 +278,11 @@ describe("review routing", () => {
     expect(cli(["run", join(dir, "t.jsonl"), "--job", reviewJob, "-o", target, "--audit-seed", "7"]).code).toBe(0);
     expect(readFileSync(`${target}.review.jsonl`, "utf8")).toBe(first);
     expect(cli(["run", join(dir, "t.jsonl"), "--job", reviewJob, "-o", target, "--audit-seed", "8"]).code).toBe(0);
-    expect(rows(`${target}.review.jsonl`).filter((x) => x.audit).map((x) => x.id)).not.toEqual(audit);
+    expect(
+      rows(`${target}.review.jsonl`)
+        .filter((x) => x.audit)
+        .map((x) => x.id),
+    ).not.toEqual(audit);
     const usage = JSON.parse(readFileSync(`${target}.usage.json`, "utf8")) as UsageSummary;
     expect(usage.review?.below_threshold).toBe(below.size);
   });
@@ -284,7 +324,9 @@ describe("review routing", () => {
     expect(cli(["run", big, "--job", jobPath, "-o", target, "--review-below", "0.9"]).code).toBe(0);
     const ids = rows(`${target}.review.jsonl`).map((x) => x.id);
     expect(new Set(ids).size).toBe(ids.length);
-    const expected = rows(target).filter((x) => Object.entries(questions).some(([n, q]) => top(q, x.answers[n]!) < 0.9)).map((x) => x.id);
+    const expected = rows(target)
+      .filter((x) => Object.entries(questions).some(([n, q]) => top(q, x.answers[n]!) < 0.9))
+      .map((x) => x.id);
     expect(ids.sort()).toEqual(expected.sort());
   }, 120_000);
 });
@@ -297,13 +339,19 @@ describe("report", () => {
       const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
       const options = Object.keys(team.probabilities);
       const other = options.find((o) => o !== team.choice)!;
-      return { ...r, answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } } };
+      return {
+        ...r,
+        answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } },
+      };
     });
     const earlierPath = file("earlier.jsonl", `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
     const html = join(dir, "report.html");
     const r = cli(["report", out, "--compare", earlierPath, "-o", html, "--json"]);
     expect(r.code).toBe(0);
-    const report = JSON.parse(r.stdout) as { rows: number; compare: { shifts: { question: string; flipped: number; agreement: number; psi: number; flips: { id: string }[] }[] } };
+    const report = JSON.parse(r.stdout) as {
+      rows: number;
+      compare: { shifts: { question: string; flipped: number; agreement: number; psi: number; flips: { id: string }[] }[] };
+    };
     expect(report.rows).toBe(N);
     const team = report.compare.shifts.find((s) => s.question === "team")!;
     expect(team.flipped).toBe(Math.ceil(N / 3));

@@ -19,7 +19,9 @@ let dir: string;
 let browser: Browser | undefined;
 
 if (!hasChromium) {
-  process.stderr.write(`\n*** SKIPPED the browser tests of the HTML reports: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH) ***\n\n`);
+  process.stderr.write(
+    `\n*** SKIPPED the browser tests of the HTML reports: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH) ***\n\n`,
+  );
 }
 
 const options = ["shipping", "billing", "product", "account", "other"];
@@ -38,16 +40,27 @@ function writeFixtures(n: number, seed: number, skew = 0): { answers: string; go
     const lt = lv.reduce((a, b) => a + b, 0);
     const lp = lv.map((x) => x / lt);
     const choice = options[pr.indexOf(Math.max(...pr))]!;
-    answers.push(JSON.stringify({
-      id: `T${i}`, line: i + 1, source: "t.jsonl", model: "tiny-1.0.0",
-      answers: {
-        urgent: { type: "noul", noul: p },
-        team: { type: "choice", choice, probabilities: Object.fromEntries(options.map((o, j) => [o, pr[j]])), confidence: 0 },
-        mood: { type: "score", score: lp.reduce((e, v, k) => e + k * v, 0), legend: { 0: "calm", 1: "annoyed", 2: "angry", 3: "furious" }, probabilities: Object.fromEntries(lp.map((x, j) => [String(j), x])), confidence: 0 },
-      },
-      usage: { input_tokens: 120, output_tokens: 3 },
-      label_mass: { urgent: random(), team: random(), mood: random() },
-    }));
+    answers.push(
+      JSON.stringify({
+        id: `T${i}`,
+        line: i + 1,
+        source: "t.jsonl",
+        model: "tiny-1.0.0",
+        answers: {
+          urgent: { type: "noul", noul: p },
+          team: { type: "choice", choice, probabilities: Object.fromEntries(options.map((o, j) => [o, pr[j]])), confidence: 0 },
+          mood: {
+            type: "score",
+            score: lp.reduce((e, v, k) => e + k * v, 0),
+            legend: { 0: "calm", 1: "annoyed", 2: "angry", 3: "furious" },
+            probabilities: Object.fromEntries(lp.map((x, j) => [String(j), x])),
+            confidence: 0,
+          },
+        },
+        usage: { input_tokens: 120, output_tokens: 3 },
+        label_mass: { urgent: random(), team: random(), mood: random() },
+      }),
+    );
     let u = random();
     let c = 0;
     while (c < options.length - 1 && (u -= pr[c]!) > 0) c++;
@@ -60,7 +73,10 @@ function writeFixtures(n: number, seed: number, skew = 0): { answers: string; go
   const g = join(dir, `gold-${seed}.csv`);
   writeFileSync(a, `${answers.join("\n")}\n`);
   writeFileSync(g, `${gold.join("\n")}\n`);
-  writeFileSync(`${a}.errors.jsonl`, `${JSON.stringify({ line: 9, source: "t.jsonl", id: "T9x", status: 0, type: "invalid_record", message: "line 9: invalid JSON" })}\n`);
+  writeFileSync(
+    `${a}.errors.jsonl`,
+    `${JSON.stringify({ line: 9, source: "t.jsonl", id: "T9x", status: 0, type: "invalid_record", message: "line 9: invalid JSON" })}\n`,
+  );
   return { answers: a, gold: g };
 }
 

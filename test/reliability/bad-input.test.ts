@@ -46,7 +46,11 @@ async function oneBadLine(name: string, bad: Buffer | string): Promise<ErrorRow>
   const r = await cli(["run", input, "--job", "job.json", "-o", out]);
   expect(r.stderr).not.toMatch(/internal error|RangeError|TypeError|at .*\.ts:\d+/);
   expect(r.code).toBe(1);
-  expect(jsonl(out).map((row) => row.id).sort()).toEqual(["g1", "g3"]);
+  expect(
+    jsonl(out)
+      .map((row) => row.id)
+      .sort(),
+  ).toEqual(["g1", "g3"]);
   const errors = jsonl(`${out}.errors.jsonl`);
   expect(errors).toHaveLength(1);
   expect(errors[0]!.line).toBe(2);
@@ -104,7 +108,13 @@ describe("broken CSV records become error rows; the records around them are read
     writeFileSync(input, text);
     const out = join(dir, `${name}.out.jsonl`);
     const r = await cli(["run", input, "--job", "job.json", "-o", out]);
-    return { r, ids: jsonl(out).map((row) => row.id).sort(), errors: existsSync(`${out}.errors.jsonl`) ? jsonl(`${out}.errors.jsonl`) : [] };
+    return {
+      r,
+      ids: jsonl(out)
+        .map((row) => row.id)
+        .sort(),
+      errors: existsSync(`${out}.errors.jsonl`) ? jsonl(`${out}.errors.jsonl`) : [],
+    };
   }
   const rows = (from: number, n: number) => Array.from({ length: n }, (_, i) => `g${from + i},record ${from + i}`).join("\n");
 
@@ -145,7 +155,11 @@ describe("inputs that cannot be read past some point: exit 2, no output, work ke
   }
 
   it("CSV with invalid UTF-8", async () => {
-    await stopped("latin1.csv", Buffer.concat([Buffer.from("id,text\ng1,caf"), Buffer.from([0xe9]), Buffer.from("\n")]), /latin1\.csv: invalid UTF-8 near byte 14/);
+    await stopped(
+      "latin1.csv",
+      Buffer.concat([Buffer.from("id,text\ng1,caf"), Buffer.from([0xe9]), Buffer.from("\n")]),
+      /latin1\.csv: invalid UTF-8 near byte 14/,
+    );
   }, 60_000);
 
   it("a truncated gzip file", async () => {
@@ -177,11 +191,25 @@ describe("inputs that are not there", () => {
   it("a job file with every mistake: all listed at once, exit 2, nothing read", async () => {
     writeFileSync(
       join(dir, "bad-job.json"),
-      JSON.stringify({ state: 5, id: [], keep: "x", extra: 1, questions: { a: { type: "nope" }, b: { type: "choice", criteria: {} }, c: { type: "score", criteria: "x" } } }),
+      JSON.stringify({
+        state: 5,
+        id: [],
+        keep: "x",
+        extra: 1,
+        questions: { a: { type: "nope" }, b: { type: "choice", criteria: {} }, c: { type: "score", criteria: "x" } },
+      }),
     );
     const r = await cli(["run", "nope.jsonl", "--job", "bad-job.json", "-o", "x.jsonl"]);
     expect(r.code).toBe(2);
-    for (const problem of [/state: Input should be a valid string/, /id: Input should be a valid string/, /keep: Input should be a valid list/, /questions\.a: Input tag 'nope'/, /questions\.b\.choice\.criteria/, /questions\.c\.score\.criteria/, /extra: unknown field/]) {
+    for (const problem of [
+      /state: Input should be a valid string/,
+      /id: Input should be a valid string/,
+      /keep: Input should be a valid list/,
+      /questions\.a: Input tag 'nope'/,
+      /questions\.b\.choice\.criteria/,
+      /questions\.c\.score\.criteria/,
+      /extra: unknown field/,
+    ]) {
       expect(r.stderr).toMatch(problem);
     }
     writeFileSync(join(dir, "not-json.json"), "{nope");

@@ -31,10 +31,13 @@ const paid = new Map<string, number>();
 function answer(res: ServerResponse, text: string): void {
   const body = JSON.parse(text) as SystemOneRequest;
   const id = String(body.state).split(" ")[1] as string;
-  setTimeout(() => {
-    paid.set(id, (paid.get(id) ?? 0) + 1);
-    sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 20, output_tokens: 1 } });
-  }, 1 + Math.random() * 4);
+  setTimeout(
+    () => {
+      paid.set(id, (paid.get(id) ?? 0) + 1);
+      sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 20, output_tokens: 1 } });
+    },
+    1 + Math.random() * 4,
+  );
 }
 let upstream: Upstream;
 
@@ -50,7 +53,10 @@ beforeAll(async () => {
   // Records carry a 4.5 KB field kept in the output: about 7 MB of answers, so writing takes a while and S3 uploads in parts.
   const pad = "p".repeat(4500);
   writeFileSync(join(dir, "in.jsonl"), `${Array.from({ length: RECORDS }, (_, i) => JSON.stringify({ id: `r${i}`, text: `record r${i}`, pad })).join("\n")}\n`);
-  writeFileSync(join(dir, "job.json"), JSON.stringify({ state: "text", id: "id", keep: ["pad"], questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null } } } }));
+  writeFileSync(
+    join(dir, "job.json"),
+    JSON.stringify({ state: "text", id: "id", keep: ["pad"], questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null } } } }),
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -68,7 +74,24 @@ const env = () => ({
   NODE_NO_WARNINGS: "1",
 });
 
-const args = (output: string) => ["run", "in.jsonl", "--job", "job.json", "-o", output, "--journal", `${output.replace(/^s3:\/\/out\//, "")}.journal`, "--base-url", upstreamUrl, "--concurrency", "16", "--rpm", "1e9", "--tps", "1e12"];
+const args = (output: string) => [
+  "run",
+  "in.jsonl",
+  "--job",
+  "job.json",
+  "-o",
+  output,
+  "--journal",
+  `${output.replace(/^s3:\/\/out\//, "")}.journal`,
+  "--base-url",
+  upstreamUrl,
+  "--concurrency",
+  "16",
+  "--rpm",
+  "1e9",
+  "--tps",
+  "1e12",
+];
 
 const lines = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").split("\n").filter(Boolean).length : 0);
 
@@ -138,7 +161,12 @@ function runAndKill(output: string, moment: Moment, journal: string, partial: st
 
 /** The text of an S3 object, or undefined when there is none. */
 async function s3Text(key: string): Promise<string | undefined> {
-  const client = new S3Client({ endpoint: s3Endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
+  const client = new S3Client({
+    endpoint: s3Endpoint,
+    forcePathStyle: true,
+    region: "us-east-1",
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+  });
   try {
     const object = await client.send(new GetObjectCommand({ Bucket: "out", Key: key }));
     return await object.Body!.transformToString();
@@ -150,57 +178,78 @@ async function s3Text(key: string): Promise<string | undefined> {
 }
 
 describe("kill -9 at 20 moments, then finish", () => {
-  it("loses no record, duplicates none, and reports what was paid twice", async () => {
-    const kills = SOAK ? 100 : 20;
-    // Three quarters of the kills write to a local file: at start-up, then while requests are in flight, then (the
-    // job done, each rerun rewriting the outputs) while writing. The rest write to S3: requests, then the upload.
-    const local = join(dir, "out.jsonl");
-    const bucketKey = "s3://out/answers.jsonl";
-    const n = Math.round(kills * 0.75);
-    const m = kills - n;
-    const plan: { output: string; moment: Moment }[] = [
-      ...Array.from({ length: n }, (_, k): { output: string; moment: Moment } => ({ output: local, moment: k < n * 0.2 ? "start" : k < n * 0.75 ? "requests" : "writing" })),
-      ...Array.from({ length: m }, (_, k): { output: string; moment: Moment } => ({ output: bucketKey, moment: k < m * 0.4 ? "requests" : "upload" })),
-    ];
+  it(
+    "loses no record, duplicates none, and reports what was paid twice",
+    async () => {
+      const kills = SOAK ? 100 : 20;
+      // Three quarters of the kills write to a local file: at start-up, then while requests are in flight, then (the
+      // job done, each rerun rewriting the outputs) while writing. The rest write to S3: requests, then the upload.
+      const local = join(dir, "out.jsonl");
+      const bucketKey = "s3://out/answers.jsonl";
+      const n = Math.round(kills * 0.75);
+      const m = kills - n;
+      const plan: { output: string; moment: Moment }[] = [
+        ...Array.from({ length: n }, (_, k): { output: string; moment: Moment } => ({
+          output: local,
+          moment: k < n * 0.2 ? "start" : k < n * 0.75 ? "requests" : "writing",
+        })),
+        ...Array.from({ length: m }, (_, k): { output: string; moment: Moment } => ({ output: bucketKey, moment: k < m * 0.4 ? "requests" : "upload" })),
+      ];
 
-    const landed: Record<Moment, number> = { start: 0, requests: 0, writing: 0, upload: 0 };
-    const missed: string[] = [];
-    for (const { output, moment } of plan) {
-      const s3 = output.startsWith("s3://");
-      const journal = join(dir, s3 ? "answers.jsonl.journal" : "out.jsonl.journal");
-      const { killed, code } = await runAndKill(output, moment, journal, `${local}.partial`);
-      if (killed) landed[moment]++;
-      else {
-        missed.push(`${s3 ? "s3" : "local"} ${moment}`);
-        expect(code).toBe(0);
+      const landed: Record<Moment, number> = { start: 0, requests: 0, writing: 0, upload: 0 };
+      const missed: string[] = [];
+      for (const { output, moment } of plan) {
+        const s3 = output.startsWith("s3://");
+        const journal = join(dir, s3 ? "answers.jsonl.journal" : "out.jsonl.journal");
+        const { killed, code } = await runAndKill(output, moment, journal, `${local}.partial`);
+        if (killed) landed[moment]++;
+        else {
+          missed.push(`${s3 ? "s3" : "local"} ${moment}`);
+          expect(code).toBe(0);
+        }
+        // Whatever the moment, an output that exists is complete: never a half-written file or object.
+        if (s3) {
+          const text = await s3Text("answers.jsonl");
+          if (text !== undefined) expect(text.split("\n").filter(Boolean)).toHaveLength(RECORDS);
+        } else if (existsSync(local)) expect(lines(local)).toBe(RECORDS);
       }
-      // Whatever the moment, an output that exists is complete: never a half-written file or object.
-      if (s3) {
-        const text = await s3Text("answers.jsonl");
-        if (text !== undefined) expect(text.split("\n").filter(Boolean)).toHaveLength(RECORDS);
-      } else if (existsSync(local)) expect(lines(local)).toBe(RECORDS);
-    }
 
-    // Finish both jobs and check the outputs.
-    const finishLocal = await runCli(args(local), { cwd: dir, env: env() });
-    expect(finishLocal.code).toBe(0);
-    const finishS3 = await runCli(args("s3://out/answers.jsonl"), { cwd: dir, env: env() });
-    expect(finishS3.code).toBe(0);
-    for (const text of [readFileSync(local, "utf8"), (await s3Text("answers.jsonl")) ?? ""]) {
-      const ids = text.split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id);
-      const unique = new Set(ids);
-      const lost = RECORDS - unique.size;
-      const duplicated = ids.length - unique.size;
-      expect(lost).toBe(0);
-      expect(duplicated).toBe(0);
-    }
-    // Paid twice: what the upstream answered beyond one answer per record per job. At most what was in flight at each kill.
-    const sent = [...paid.values()].reduce((a, b) => a + b, 0);
-    const paidTwice = sent - 2 * RECORDS;
-    expect(paidTwice).toBeGreaterThanOrEqual(0);
-    expect(paidTwice).toBeLessThanOrEqual(16 * plan.length);
-    // Every planned kill landed: the moments are real, not runs that finished first.
-    expect(missed).toEqual([]);
-    console.log(JSON.stringify({ figure: "crash recovery", records: RECORDS, kills: plan.length, landed, lost: 0, duplicated: 0, requests: sent, paid_twice: paidTwice }));
-  }, SOAK ? 3_600_000 : 600_000);
+      // Finish both jobs and check the outputs.
+      const finishLocal = await runCli(args(local), { cwd: dir, env: env() });
+      expect(finishLocal.code).toBe(0);
+      const finishS3 = await runCli(args("s3://out/answers.jsonl"), { cwd: dir, env: env() });
+      expect(finishS3.code).toBe(0);
+      for (const text of [readFileSync(local, "utf8"), (await s3Text("answers.jsonl")) ?? ""]) {
+        const ids = text
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => (JSON.parse(l) as { id: string }).id);
+        const unique = new Set(ids);
+        const lost = RECORDS - unique.size;
+        const duplicated = ids.length - unique.size;
+        expect(lost).toBe(0);
+        expect(duplicated).toBe(0);
+      }
+      // Paid twice: what the upstream answered beyond one answer per record per job. At most what was in flight at each kill.
+      const sent = [...paid.values()].reduce((a, b) => a + b, 0);
+      const paidTwice = sent - 2 * RECORDS;
+      expect(paidTwice).toBeGreaterThanOrEqual(0);
+      expect(paidTwice).toBeLessThanOrEqual(16 * plan.length);
+      // Every planned kill landed: the moments are real, not runs that finished first.
+      expect(missed).toEqual([]);
+      console.log(
+        JSON.stringify({
+          figure: "crash recovery",
+          records: RECORDS,
+          kills: plan.length,
+          landed,
+          lost: 0,
+          duplicated: 0,
+          requests: sent,
+          paid_twice: paidTwice,
+        }),
+      );
+    },
+    SOAK ? 3_600_000 : 600_000,
+  );
 });

@@ -162,7 +162,7 @@ interface ErrorRow {
   type: string;
   message: string;
 }
-const read = <T,>(path: string): T[] =>
+const read = <T>(path: string): T[] =>
   readFileSync(path, "utf8")
     .split("\n")
     .filter(Boolean)
@@ -172,7 +172,7 @@ describe("runner against a faulty upstream", () => {
   it(`ends each of ${RECORDS} records answered from a valid answer, or in the errors file with the reason`, async () => {
     const states = new Map<string, string>();
     const lines = Array.from({ length: RECORDS }, (_, i) => {
-      const poison = i % 10 === 5 ? POISON[(i / 10) % POISON.length | 0] : undefined;
+      const poison = i % 10 === 5 ? POISON[((i / 10) % POISON.length) | 0] : undefined;
       const id = poison ? `p${i}-${poison}` : `r${i}`;
       const text = poison ? `poison-${poison} ${i}` : `record ${i}`;
       states.set(id, text);
@@ -181,13 +181,19 @@ describe("runner against a faulty upstream", () => {
     const input = join(dir, "in.jsonl");
     writeFileSync(input, `${lines.join("\n")}\n`);
     const jobPath = join(dir, "job.json");
-    writeFileSync(jobPath, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null } } } }));
+    writeFileSync(
+      jobPath,
+      JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" }, pick: { type: "choice", criteria: { a: null, b: null } } } }),
+    );
     const out = join(dir, "out.jsonl");
     const started = Date.now();
-    const r = await runCli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--timeout", "0.4", "--max-retries", "4", "--concurrency", "16", "--rpm", "12000"], {
-      cwd: dir,
-      env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k" },
-    });
+    const r = await runCli(
+      ["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--timeout", "0.4", "--max-retries", "4", "--concurrency", "16", "--rpm", "12000"],
+      {
+        cwd: dir,
+        env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k" },
+      },
+    );
     const seconds = (Date.now() - started) / 1000;
     expect(r.stderr).not.toMatch(/aborted|internal error/);
     expect(r.code).toBe(1);

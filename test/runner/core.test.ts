@@ -17,7 +17,13 @@ async function* numbers(n: number, onRead?: (i: number) => void): AsyncGenerator
   }
 }
 
-const hooks = (over: Partial<LoopHooks> = {}): LoopHooks => ({ onTaskError: () => undefined, onSourceError: () => undefined, onGraceOver: () => undefined, halted: () => false, ...over });
+const hooks = (over: Partial<LoopHooks> = {}): LoopHooks => ({
+  onTaskError: () => undefined,
+  onSourceError: () => undefined,
+  onGraceOver: () => undefined,
+  halted: () => false,
+  ...over,
+});
 const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("forEachBounded", () => {
@@ -27,13 +33,18 @@ describe("forEachBounded", () => {
     let most = 0;
     let mostAhead = 0;
     let finished = 0;
-    const end = await forEachBounded(numbers(200, () => read++), 4, async () => {
-      most = Math.max(most, ++running);
-      mostAhead = Math.max(mostAhead, read - finished);
-      await tick(1);
-      running--;
-      finished++;
-    }, hooks());
+    const end = await forEachBounded(
+      numbers(200, () => read++),
+      4,
+      async () => {
+        most = Math.max(most, ++running);
+        mostAhead = Math.max(mostAhead, read - finished);
+        await tick(1);
+        running--;
+        finished++;
+      },
+      hooks(),
+    );
     expect(end).toBe("done");
     expect(finished).toBe(200);
     expect(most).toBe(4);
@@ -44,12 +55,17 @@ describe("forEachBounded", () => {
     const stop = new AbortController();
     const started: number[] = [];
     const done: number[] = [];
-    const end = await forEachBounded(numbers(1000), 3, async (i) => {
-      started.push(i);
-      if (i === 5) stop.abort();
-      await tick(20);
-      done.push(i);
-    }, hooks({ stop: stop.signal, graceMs: 5000 }));
+    const end = await forEachBounded(
+      numbers(1000),
+      3,
+      async (i) => {
+        started.push(i);
+        if (i === 5) stop.abort();
+        await tick(20);
+        done.push(i);
+      },
+      hooks({ stop: stop.signal, graceMs: 5000 }),
+    );
     expect(end).toBe("stopped");
     expect(started.length).toBeLessThan(12);
     expect(done.sort((a, b) => a - b)).toEqual(started.sort((a, b) => a - b));
@@ -59,13 +75,22 @@ describe("forEachBounded", () => {
     const stop = new AbortController();
     let graceOver = false;
     const release = new AbortController();
-    const end = await forEachBounded(numbers(10), 2, async (i) => {
-      if (i === 0) stop.abort();
-      await new Promise((resolve) => release.signal.addEventListener("abort", resolve));
-    }, hooks({ stop: stop.signal, graceMs: 50, onGraceOver: () => {
-      graceOver = true;
-      release.abort();
-    } }));
+    const end = await forEachBounded(
+      numbers(10),
+      2,
+      async (i) => {
+        if (i === 0) stop.abort();
+        await new Promise((resolve) => release.signal.addEventListener("abort", resolve));
+      },
+      hooks({
+        stop: stop.signal,
+        graceMs: 50,
+        onGraceOver: () => {
+          graceOver = true;
+          release.abort();
+        },
+      }),
+    );
     expect(end).toBe("stopped");
     expect(graceOver).toBe(true);
   });
@@ -76,7 +101,9 @@ describe("forEachBounded", () => {
       throw new Error("bad gzip");
     }
     const calls: string[] = [];
-    await expect(forEachBounded(broken(), 2, async () => void calls.push("task"), hooks({ onSourceError: () => void calls.push("source") }))).rejects.toThrow("bad gzip");
+    await expect(forEachBounded(broken(), 2, async () => void calls.push("task"), hooks({ onSourceError: () => void calls.push("source") }))).rejects.toThrow(
+      "bad gzip",
+    );
     expect(calls).toContain("source");
   });
 });

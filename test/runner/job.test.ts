@@ -61,7 +61,9 @@ describe("job files", () => {
 
   it("refuse kept fields that would collide with the columns typed-eval writes, or repeat", () => {
     const q = { urgent: { type: "noul" } };
-    expect(() => parseJob({ questions: q, keep: ["line", "id"] }, "j")).toThrow(/keep: "line" is also a column typed-eval writes[\s\S]*keep: "id" is also a column/);
+    expect(() => parseJob({ questions: q, keep: ["line", "id"] }, "j")).toThrow(
+      /keep: "line" is also a column typed-eval writes[\s\S]*keep: "id" is also a column/,
+    );
     expect(() => parseJob({ questions: q, keep: ["urgent.noul"] }, "j")).toThrow(/keep: "urgent\.noul" is also a column/);
     expect(() => parseJob({ questions: q, keep: ["tier", "tier"] }, "j")).toThrow(/keep: "tier" is listed twice/);
     expect(parseJob({ questions: q, keep: ["customer.tier", "lines"] }, "j").keep).toEqual(["customer.tier", "lines"]);

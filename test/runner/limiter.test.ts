@@ -102,7 +102,12 @@ describe("RunLimiter under fake timers", () => {
     await vi.advanceTimersByTimeAsync(60_000);
     await Promise.all(jobs);
     // 100 requests/s at the limit, 25/s at the pace (it recovers as windows stay clean, so no slower than that).
-    expect(busiestWindow(starts.map((at) => ({ at, weight: 1 })), 1000)).toBeLessThanOrEqual(26);
+    expect(
+      busiestWindow(
+        starts.map((at) => ({ at, weight: 1 })),
+        1000,
+      ),
+    ).toBeLessThanOrEqual(26);
     await limiter.stop();
   });
 });

@@ -39,13 +39,20 @@ const job = { state: "text", id: "id", model: "tiny", questions: { ok: { type: "
 
 function setup(name: string, n: number, poison: number[] = []) {
   const input = join(dir, `${name}.jsonl`);
-  writeFileSync(input, Array.from({ length: n }, (_, i) => JSON.stringify({ id: `r${i}`, text: poison.includes(i) ? `POISON ${i}` : `record ${i}` })).join("\n"));
+  writeFileSync(
+    input,
+    Array.from({ length: n }, (_, i) => JSON.stringify({ id: `r${i}`, text: poison.includes(i) ? `POISON ${i}` : `record ${i}` })).join("\n"),
+  );
   const jobPath = join(dir, `${name}.job.json`);
   writeFileSync(jobPath, JSON.stringify(job));
   return { input, jobPath, out: join(dir, `${name}.out.jsonl`) };
 }
 
-const lines = (path: string) => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string; status?: number; message?: string });
+const lines = (path: string) =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { id: string; status?: number; message?: string });
 
 describe("run --base-url against our own server", () => {
   it("answers every record through HTTP with the server's model id, with no warning on the way", async () => {

@@ -39,7 +39,11 @@ function options(name: string, data: string, evaluator: FakeEvaluator, over: Par
     ...over,
   };
 }
-const rows = (path: string) => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string; dedup_of?: number });
+const rows = (path: string) =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { id: string; dedup_of?: number });
 
 describe("runJob in-process", () => {
   it("answers, sends identical requests once, and a rerun resumes without asking again", async () => {
@@ -85,7 +89,10 @@ describe("runJob in-process", () => {
   });
 
   it("a stop signal ends the run as stopped, keeping what finished; the rerun completes it", async () => {
-    const data = input("d", Array.from({ length: 200 }, (_, i) => `record ${i}`));
+    const data = input(
+      "d",
+      Array.from({ length: 200 }, (_, i) => `record ${i}`),
+    );
     const stop = new AbortController();
     const evaluator = new FakeEvaluator(async (r, call) => {
       if (call === 10) stop.abort();

@@ -50,7 +50,9 @@ const job = {
 const jobPath = () => file("job.json", JSON.stringify(job));
 
 function tickets(n: number, offset = 0): string[] {
-  return Array.from({ length: n }, (_, i) => JSON.stringify({ ticket_id: `T${i + offset}`, tier: i % 3 ? "free" : "gold", ticket: { body: `Ticket number ${i + offset}: my parcel is late.` } }));
+  return Array.from({ length: n }, (_, i) =>
+    JSON.stringify({ ticket_id: `T${i + offset}`, tier: i % 3 ? "free" : "gold", ticket: { body: `Ticket number ${i + offset}: my parcel is late.` } }),
+  );
 }
 
 interface Row {
@@ -63,7 +65,11 @@ interface Row {
   dedup_of?: number;
 }
 
-const rows = (path: string): Row[] => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Row);
+const rows = (path: string): Row[] =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Row);
 const usage = (path: string): UsageSummary => JSON.parse(readFileSync(`${path}.usage.json`, "utf8")) as UsageSummary;
 
 describe("typed-eval run", () => {
@@ -106,7 +112,11 @@ describe("typed-eval run", () => {
     const out = join(dir, "bad.jsonl");
     const r = cli(["run", file("bad.in.jsonl", lines.join("\n")), "--job", jobPath(), "-o", out]);
     expect(r.code).toBe(1);
-    expect(rows(out).map((a) => a.id).sort()).toEqual(["T0", "T5"]);
+    expect(
+      rows(out)
+        .map((a) => a.id)
+        .sort(),
+    ).toEqual(["T0", "T5"]);
     const errors = rows(`${out}.errors.jsonl`) as unknown as { line: number; status: number; type: string; message: string }[];
     expect(errors.map((e) => e.line).sort()).toEqual([2, 3, 4]);
     expect(errors.find((e) => e.line === 2)!.message).toMatch(/invalid JSON/);
@@ -116,7 +126,7 @@ describe("typed-eval run", () => {
   });
 
   it("reads CSV with a BOM, quoted JSON cells and ragged rows, and writes flattened CSV columns", () => {
-    const csv = '\uFEFFticket_id,tier,body,meta\nC1,gold,"Late parcel, again",\"{\"\"a\"\": [1, 2]}\"\nC2,free,"Refund me",{}\nC3,free\n';
+    const csv = '\uFEFFticket_id,tier,body,meta\nC1,gold,"Late parcel, again","{""a"": [1, 2]}"\nC2,free,"Refund me",{}\nC3,free\n';
     const csvJob = file("csv-job.json", JSON.stringify({ ...job, state: "body" }));
     const out = join(dir, "c.out.csv");
     const r = cli(["run", file("c.csv", csv), "--job", csvJob, "-o", out]);
@@ -124,11 +134,24 @@ describe("typed-eval run", () => {
     const table = parse(readFileSync(out, "utf8"), { columns: true }) as Record<string, string>[];
     expect(table.map((t) => t["id"]).sort()).toEqual(["C1", "C2"]);
     expect(Object.keys(table[0]!)).toEqual([
-      "id", "line", "source", "model", "tier",
+      "id",
+      "line",
+      "source",
+      "model",
+      "tier",
       "urgent.noul",
-      "team.choice", "team.confidence", "team.p.shipping", "team.p.billing",
-      "mood.score", "mood.level", "mood.confidence", "mood.p.0", "mood.p.1",
-      "input_tokens", "output_tokens", "dedup_of",
+      "team.choice",
+      "team.confidence",
+      "team.p.shipping",
+      "team.p.billing",
+      "mood.score",
+      "mood.level",
+      "mood.confidence",
+      "mood.p.0",
+      "mood.p.1",
+      "input_tokens",
+      "output_tokens",
+      "dedup_of",
     ]);
     const row = table[0]!;
     // The most likely level's text beside the expected score.
@@ -147,7 +170,10 @@ describe("typed-eval run", () => {
     expect(rows(out)).toHaveLength(4);
     const piped = cli(["run", "-", "--job", jobPath()], gzipSync(tickets(3).join("\n")));
     expect(piped.code).toBe(0);
-    const streamed = piped.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Row);
+    const streamed = piped.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Row);
     expect(streamed.map((s) => s.id).sort()).toEqual(["T0", "T1", "T2"]);
   });
 
@@ -231,7 +257,25 @@ describe("model lineage with --model-path", () => {
     expect(cli(["run", input, "--job", jobPath(), "-o", priced, "--price", "2"]).code).toBe(0);
     expect(usage(priced).cost_usd).toBeGreaterThan(0);
     // A registry entry whose published hash is this file's: the file is that model, with its name and price.
-    const registry = file("registry.json", JSON.stringify({ models: [{ name: "tiny-known", aliases: [], version: "2.1.0", description: "the test model", release_date: "2026-01-01", engine: "llama", source: { uri: "hf://x/y/tiny.gguf", sha256: sha }, context_size: 8192, temperature: 1, price_per_million_input_tokens: 5 }] }));
+    const registry = file(
+      "registry.json",
+      JSON.stringify({
+        models: [
+          {
+            name: "tiny-known",
+            aliases: [],
+            version: "2.1.0",
+            description: "the test model",
+            release_date: "2026-01-01",
+            engine: "llama",
+            source: { uri: "hf://x/y/tiny.gguf", sha256: sha },
+            context_size: 8192,
+            temperature: 1,
+            price_per_million_input_tokens: 5,
+          },
+        ],
+      }),
+    );
     const known = join(dir, "lineage-known.jsonl");
     const r = cli(["run", input, "--job", jobPath(), "-o", known, "--model", "tiny-known", "--models-file", registry]);
     expect(r.code).toBe(0);
@@ -267,7 +311,9 @@ describe("resume after kill -9", () => {
     });
     await new Promise((resolve) => child.on("exit", resolve));
     expect(existsSync(out)).toBe(false); // no output left looking complete
-    const before = readFileSync(journal, "utf8").split("\n").filter((l) => l.includes('"k":"answer"')).length;
+    const before = readFileSync(journal, "utf8")
+      .split("\n")
+      .filter((l) => l.includes('"k":"answer"')).length;
     const rerun = cli(["run", input, "--job", jobPath(), "-o", out]);
     expect(rerun.code).toBe(0);
     const answers = rows(out);
@@ -351,7 +397,11 @@ describe("quick iteration", () => {
     expect(prompt.stdout).toContain("Ticket number 0: my parcel is late.");
     expect(prompt.stdout).toContain("Question: Is it urgent?");
     expect(prompt.stdout).toMatch(/=== question "team".*labels A, B ===\nQuestion: Which option fits the data best\?\nOptions:\nA\) shipping\nB\) billing/);
-    const asked = spawnSync(process.execPath, [BIN, "ask", "-q", jobPath(), "--print-prompt", "--text"], { input: "My parcel is late.", encoding: "utf8", env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath } });
+    const asked = spawnSync(process.execPath, [BIN, "ask", "-q", jobPath(), "--print-prompt", "--text"], {
+      input: "My parcel is late.",
+      encoding: "utf8",
+      env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath },
+    });
     expect(asked.status).toBe(0);
     expect(asked.stdout).toContain("<data>\nMy parcel is late.\n</data>");
     expect(cli(["run", input, "--job", jobPath(), "--limit", "2", "--sample", "2"]).code).toBe(2);

@@ -65,7 +65,10 @@ describe("S3", () => {
     const r = await cli(["run", "s3://data/in/one.jsonl", "--job", jobFile(), "-o", "s3://data/out/one.jsonl"]);
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.code).toBe(0);
-    const rows = (await get("out/one.jsonl")).split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string });
+    const rows = (await get("out/one.jsonl"))
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id: string });
     expect(rows.map((x) => x.id).sort()).toEqual(["s0", "s1", "s2", "s3", "s4"]);
     expect(JSON.parse(await get("out/one.jsonl.usage.json"))).toMatchObject({ records: { answered: 5 } });
   }, 60_000);
@@ -77,7 +80,10 @@ describe("S3", () => {
     const r = await cli(["run", "s3://data/batch/", "--job", jobFile(), "-o", out]);
     expect(r.code).toBe(0);
     const { readFileSync } = await import("node:fs");
-    const rows = readFileSync(out, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string; source: string });
+    const rows = readFileSync(out, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id: string; source: string });
     expect(rows.map((x) => x.id).sort()).toEqual(["s10", "s11", "s12", "s13", "s14", "s15", "s16"]);
     expect(new Set(rows.map((x) => x.source))).toEqual(new Set(["s3://data/batch/part-1.jsonl", "s3://data/batch/part-2.jsonl"]));
   }, 60_000);
@@ -116,7 +122,13 @@ describe("S3", () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/skipped 3 marker objects under s3:\/\/data\/spark\//);
     const { readFileSync } = await import("node:fs");
-    expect(readFileSync(out, "utf8").split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id).sort()).toEqual(["s20", "s21", "s22"]);
+    expect(
+      readFileSync(out, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { id: string }).id)
+        .sort(),
+    ).toEqual(["s20", "s21", "s22"]);
   }, 60_000);
 
   it("says clearly when a key does not exist, exit 6 (input absent)", async () => {
@@ -134,10 +146,28 @@ describe("S3", () => {
       const body = JSON.parse(text) as SystemOneRequest;
       const id = String(body.state).split(" ")[1]!;
       asked.set(id, (asked.get(id) ?? 0) + 1);
-      setTimeout(() => sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 3, output_tokens: 1 } }), delay);
+      setTimeout(
+        () => sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 3, output_tokens: 1 } }),
+        delay,
+      );
     });
     const segments = async () => (await client.send(new ListObjectsV2Command({ Bucket: "data", Prefix: "out/journal.jsonl.journal/segments/" }))).KeyCount ?? 0;
-    const args = ["run", "s3://data/in/journal.jsonl", "--job", jobFile(), "-o", "s3://data/out/journal.jsonl", "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "4", "--journal-flush", "0.25"];
+    const args = [
+      "run",
+      "s3://data/in/journal.jsonl",
+      "--job",
+      jobFile(),
+      "-o",
+      "s3://data/out/journal.jsonl",
+      "--base-url",
+      upstream.url,
+      "--rpm",
+      "1e6",
+      "--concurrency",
+      "4",
+      "--journal-flush",
+      "0.25",
+    ];
     const first = join(dir, "worker-1");
     const second = join(dir, "worker-2");
     mkdirSync(first, { recursive: true });
@@ -160,7 +190,10 @@ describe("S3", () => {
       const resumed = await runCli(args, { cwd: second, env: { ...runEnv, TYPED_EVAL_S3_LOCK_STALE_MS: "500", TYPED_EVAL_LOG_LEVEL: "info" } });
       expect(resumed.stderr).toMatch(/resuming from the journal in s3:\/\/data\/out\/journal\.jsonl\.journal\/ \(\d+ segments\)/);
       expect(resumed.code).toBe(0);
-      const rows = (await get("out/journal.jsonl")).split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id);
+      const rows = (await get("out/journal.jsonl"))
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { id: string }).id);
       expect(rows).toHaveLength(n);
       expect(new Set(rows).size).toBe(n);
       expect(asked.size).toBe(n);

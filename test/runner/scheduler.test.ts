@@ -51,8 +51,17 @@ function input(name: string, n: number, text = (i: number) => `record r${name}${
   writeFileSync(path, Array.from({ length: n }, (_, i) => JSON.stringify({ id: `${name}${i}`, text: text(i) })).join("\n"));
   return path;
 }
-const rows = (path: string) => readFileSync(path, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string });
-const journalAnswers = (path: string) => (existsSync(path) ? readFileSync(path, "utf8").split("\n").filter((l) => l.includes('"k":"answer"')).length : 0);
+const rows = (path: string) =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { id: string });
+const journalAnswers = (path: string) =>
+  existsSync(path)
+    ? readFileSync(path, "utf8")
+        .split("\n")
+        .filter((l) => l.includes('"k":"answer"')).length
+    : 0;
 
 /** Resolves once `check` holds, looking again whenever the file changes or every 20 ms. */
 async function until(check: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
@@ -128,13 +137,36 @@ describe("scheduler-grade runs", () => {
     // 1 failing record in 200: 0.5%.
     const some = input("e", 200, (i) => (i === 7 ? `FAIL r${i}` : `record re${i}`));
     const strict = join(dir, "e1.out.jsonl");
-    const r1 = await runCli(["run", some, "--job", job(), "-o", strict, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0"], { cwd: dir, env: env() });
+    const r1 = await runCli(["run", some, "--job", job(), "-o", strict, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0"], {
+      cwd: dir,
+      env: env(),
+    });
     expect(r1.code).toBe(1);
     const lenient = join(dir, "e2.out.jsonl");
     const summaryPath = join(dir, "xcom", "return.json");
     const { mkdirSync } = await import("node:fs");
     mkdirSync(join(dir, "xcom"), { recursive: true });
-    const r2 = await runCli(["run", some, "--job", job(), "-o", lenient, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0", "--max-error-rate", "0.01", "--summary-json", summaryPath], { cwd: dir, env: env() });
+    const r2 = await runCli(
+      [
+        "run",
+        some,
+        "--job",
+        job(),
+        "-o",
+        lenient,
+        "--base-url",
+        upstream.url,
+        "--rpm",
+        "1e6",
+        "--max-retries",
+        "0",
+        "--max-error-rate",
+        "0.01",
+        "--summary-json",
+        summaryPath,
+      ],
+      { cwd: dir, env: env() },
+    );
     expect(r2.code).toBe(0);
     const summary = JSON.parse(readFileSync(summaryPath, "utf8")) as { status: string; records: { failed: number } };
     expect(summary).toEqual(JSON.parse(readFileSync(`${lenient}.usage.json`, "utf8")));
@@ -145,14 +177,20 @@ describe("scheduler-grade runs", () => {
     const wrongJob = join(dir, "wrong.json");
     writeFileSync(wrongJob, JSON.stringify({ state: "body", id: "id", questions: { ok: { type: "noul" } } }));
     const many = input("w", 5000);
-    const r3 = await runCli(["run", many, "--job", wrongJob, "-o", join(dir, "w.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6"], { cwd: dir, env: env() });
+    const r3 = await runCli(["run", many, "--job", wrongJob, "-o", join(dir, "w.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6"], {
+      cwd: dir,
+      env: env(),
+    });
     expect(r3.code).toBe(5);
     expect(r3.stderr).toMatch(/the first 20 records all failed for the same reason \(invalid_record: record has no state field "body"\)/);
 
     const empty = join(dir, "empty.jsonl");
     writeFileSync(empty, "");
     const emptySummary = join(dir, "empty.summary.json");
-    const r4 = await runCli(["run", empty, "--job", job(), "-o", join(dir, "empty.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6", "--summary-json", emptySummary], { cwd: dir, env: env() });
+    const r4 = await runCli(
+      ["run", empty, "--job", job(), "-o", join(dir, "empty.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6", "--summary-json", emptySummary],
+      { cwd: dir, env: env() },
+    );
     expect(r4.code).toBe(6);
     expect(JSON.parse(readFileSync(emptySummary, "utf8"))).toMatchObject({ status: "no-input" });
   }, 60_000);
@@ -161,10 +199,31 @@ describe("scheduler-grade runs", () => {
     retryCounts = [];
     delayMs = 0;
     const registry = join(dir, "registry.json");
-    writeFileSync(registry, JSON.stringify({ models: [{ name: "faraway", aliases: [], version: "1.0.0", description: "remote", release_date: "2026-01-01", engine: "remote", base_url: upstream.url, context_size: 8192, temperature: 1, price_per_million_input_tokens: 1 }] }));
+    writeFileSync(
+      registry,
+      JSON.stringify({
+        models: [
+          {
+            name: "faraway",
+            aliases: [],
+            version: "1.0.0",
+            description: "remote",
+            release_date: "2026-01-01",
+            engine: "remote",
+            base_url: upstream.url,
+            context_size: 8192,
+            temperature: 1,
+            price_per_million_input_tokens: 1,
+          },
+        ],
+      }),
+    );
     const data = input("f", 1, () => "FAIL rf0");
     const out = join(dir, "f.out.jsonl");
-    const r = await runCli(["run", data, "--job", job(), "-o", out, "--model", "faraway", "--models-file", registry, "--max-retries", "2"], { cwd: dir, env: env() });
+    const r = await runCli(["run", data, "--job", job(), "-o", out, "--model", "faraway", "--models-file", registry, "--max-retries", "2"], {
+      cwd: dir,
+      env: env(),
+    });
     expect(r.code).toBe(5); // its only record failed
     expect(retryCounts).toEqual([undefined, "1", "2"]);
     const summary = JSON.parse(readFileSync(`${out}.usage.json`, "utf8")) as { status: string; requests: { sent: number; retries: number } };

@@ -32,12 +32,16 @@ const cut = (whole: Buffer, offsets: number[]) => {
 describe("byteLines", () => {
   it("gives the same lines as splitting the whole text, however the stream is chunked", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.string({ unit: fc.constantFrom("a", "b", "\n", "\r", "é") }), { maxLength: 20 }), fc.array(fc.nat(), { maxLength: 8 }), async (parts, offsets) => {
-        const whole = Buffer.from(parts.join(""), "latin1");
-        const expected = whole.toString("latin1").split("\n");
-        if (expected.at(-1) === "") expected.pop(); // a final newline ends the last line; it does not start another
-        expect(await collect(cut(whole, offsets))).toEqual(expected);
-      }),
+      fc.asyncProperty(
+        fc.array(fc.string({ unit: fc.constantFrom("a", "b", "\n", "\r", "é") }), { maxLength: 20 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        async (parts, offsets) => {
+          const whole = Buffer.from(parts.join(""), "latin1");
+          const expected = whole.toString("latin1").split("\n");
+          if (expected.at(-1) === "") expected.pop(); // a final newline ends the last line; it does not start another
+          expect(await collect(cut(whole, offsets))).toEqual(expected);
+        },
+      ),
     );
   });
 
@@ -74,7 +78,8 @@ describe("CSV record lines", () => {
     const { Readable } = await import("node:stream");
     const { itemsOf } = await import("../../src/runner/sources.js");
     const out: [number, string][] = [];
-    for await (const item of itemsOf(Readable.from([Buffer.from(text)]), "csv", "t.csv")) out.push([item.line, "record" in item ? JSON.stringify(item.record) : item.error]);
+    for await (const item of itemsOf(Readable.from([Buffer.from(text)]), "csv", "t.csv"))
+      out.push([item.line, "record" in item ? JSON.stringify(item.record) : item.error]);
     return out;
   }
 

@@ -53,7 +53,10 @@ describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
   });
 
   it("401 with WWW-Authenticate for a missing, malformed or unknown key, on both routes", async () => {
-    for (const [url, method] of [["/v1/systemone", "POST"], ["/v1/models", "GET"]] as const) {
+    for (const [url, method] of [
+      ["/v1/systemone", "POST"],
+      ["/v1/models", "GET"],
+    ] as const) {
       for (const headers of [{}, { authorization: "Basic abc" }, { authorization: "Bearer" }, { authorization: "Bearer te_not_a_key" }]) {
         const r = await call(app, transport, method, url, { key: null, headers, body: method === "POST" ? good : undefined });
         expect(r.status).toBe(401);
@@ -142,7 +145,10 @@ describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
     const typo = { ...good, questions: { q: { type: "noul", instruction: "Is it late?" } } };
     const r = await call(app, transport, "POST", "/v1/systemone", { body: typo });
     expect(r.status).toBe(422);
-    expect((r.json as { detail: ValidationErrorItem[] }).detail[0]).toMatchObject({ type: "extra_forbidden", loc: ["body", "questions", "q", "noul", "instruction"] });
+    expect((r.json as { detail: ValidationErrorItem[] }).detail[0]).toMatchObject({
+      type: "extra_forbidden",
+      loc: ["body", "questions", "q", "noul", "instruction"],
+    });
     const lenient = buildServer({ evaluator: router, accounts: testAccounts(), logger: memoryLogger().logger, lenient: true });
     try {
       expect((await call(lenient, "inject", "POST", "/v1/systemone", { body: typo })).status).toBe(200);
@@ -155,10 +161,14 @@ describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
     const plain = await call(app, transport, "POST", "/v1/systemone", { body: good });
     for (const a of Object.values((plain.json as SystemOneResponse).answers)) expect(a).not.toHaveProperty("x_label_mass");
     const { labelMass } = await router.evaluate(good as SystemOneRequest);
-    for (const ask of [{ path: "/v1/systemone?x_label_mass=true", headers: {} }, { path: "/v1/systemone", headers: { "x-label-mass": "1" } }]) {
+    for (const ask of [
+      { path: "/v1/systemone?x_label_mass=true", headers: {} },
+      { path: "/v1/systemone", headers: { "x-label-mass": "1" } },
+    ]) {
       const r = await call(app, transport, "POST", ask.path, { body: good, headers: ask.headers });
       expect(r.status).toBe(200);
-      for (const [name, a] of Object.entries((r.json as SystemOneResponse).answers)) expect((a as unknown as { x_label_mass: number }).x_label_mass).toBe(labelMass![name]);
+      for (const [name, a] of Object.entries((r.json as SystemOneResponse).answers))
+        expect((a as unknown as { x_label_mass: number }).x_label_mass).toBe(labelMass![name]);
     }
   });
 
@@ -188,7 +198,12 @@ describe("validation over HTTP", () => {
     ["unknown type", { ...good, questions: { q: { type: "x" } } }, ["body", "questions", "q"], "union_tag_invalid"],
     ["missing type", { ...good, questions: { q: {} } }, ["body", "questions", "q"], "union_tag_not_found"],
     ["choice without criteria", { ...good, questions: { q: { type: "choice" } } }, ["body", "questions", "q", "choice", "criteria"], "missing"],
-    ["choice criteria not an object", { ...good, questions: { q: { type: "choice", criteria: [] } } }, ["body", "questions", "q", "choice", "criteria"], "dict_type"],
+    [
+      "choice criteria not an object",
+      { ...good, questions: { q: { type: "choice", criteria: [] } } },
+      ["body", "questions", "q", "choice", "criteria"],
+      "dict_type",
+    ],
     [
       "choice with 256 options",
       { ...good, questions: { q: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`o${i}`, null])) } } },
@@ -197,8 +212,18 @@ describe("validation over HTTP", () => {
     ],
     ["choice with no options", { ...good, questions: { q: { type: "choice", criteria: {} } } }, ["body", "questions", "q", "choice", "criteria"], "too_short"],
     ["score without criteria", { ...good, questions: { q: { type: "score" } } }, ["body", "questions", "q", "score", "criteria"], "missing"],
-    ["score criteria not an array", { ...good, questions: { q: { type: "score", criteria: {} } } }, ["body", "questions", "q", "score", "criteria"], "list_type"],
-    ["score level null", { ...good, questions: { q: { type: "score", criteria: ["a", null] } } }, ["body", "questions", "q", "score", "criteria", 1], "union_type"],
+    [
+      "score criteria not an array",
+      { ...good, questions: { q: { type: "score", criteria: {} } } },
+      ["body", "questions", "q", "score", "criteria"],
+      "list_type",
+    ],
+    [
+      "score level null",
+      { ...good, questions: { q: { type: "score", criteria: ["a", null] } } },
+      ["body", "questions", "q", "score", "criteria", 1],
+      "union_type",
+    ],
     ["score with no levels", { ...good, questions: { q: { type: "score", criteria: [] } } }, ["body", "questions", "q", "score", "criteria"], "too_short"],
     [
       "score with 11 levels",
@@ -206,7 +231,12 @@ describe("validation over HTTP", () => {
       ["body", "questions", "q", "score", "criteria"],
       "too_long",
     ],
-    ["noul criteria not an object", { ...good, questions: { q: { type: "noul", criteria: "yes" } } }, ["body", "questions", "q", "noul", "criteria"], "model_attributes_type"],
+    [
+      "noul criteria not an object",
+      { ...good, questions: { q: { type: "noul", criteria: "yes" } } },
+      ["body", "questions", "q", "noul", "criteria"],
+      "model_attributes_type",
+    ],
   ];
 
   it.each(cases)("%s: 422 at the exact location", async (_name, body, loc, type) => {

@@ -44,7 +44,8 @@ describe("GET /metrics", () => {
       for (let i = 0; i < 4; i++) statuses.push((await call(app, "http", "POST", "/v1/systemone", { body: good, key: KEYS.slow })).status);
       expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
       const after = await scrape();
-      const moved = (labels: Record<string, string>) => value(after, "typed_eval_http_requests_total", labels) - value(before, "typed_eval_http_requests_total", labels);
+      const moved = (labels: Record<string, string>) =>
+        value(after, "typed_eval_http_requests_total", labels) - value(before, "typed_eval_http_requests_total", labels);
       expect(moved({ route: "/v1/systemone", status: "200" })).toBe(1 + statuses.filter((s) => s === 200).length);
       expect(moved({ route: "/v1/systemone", status: "422" })).toBe(1);
       expect(moved({ route: "/v1/systemone", status: "401" })).toBe(1);

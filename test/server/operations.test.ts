@@ -56,7 +56,9 @@ describe("typed-eval keys and serve", () => {
     expect(key).toMatch(/^te_[A-Za-z0-9_-]{32}$/);
     const stored = readFileSync(file, "utf8");
     expect(stored).not.toContain(key);
-    expect(JSON.parse(stored)).toMatchObject({ accounts: [{ name: "acme", models: ["tiny", "other"], keys: [{ sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }] }] });
+    expect(JSON.parse(stored)).toMatchObject({
+      accounts: [{ name: "acme", models: ["tiny", "other"], keys: [{ sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }] }],
+    });
     const second = cli(["keys", "create", "--account", "acme", "--accounts-file", file]);
     expect(second.stdout.trim()).not.toBe(key);
     expect((JSON.parse(readFileSync(file, "utf8")) as { accounts: { keys: unknown[] }[] }).accounts[0]!.keys).toHaveLength(2);
@@ -89,7 +91,11 @@ describe("typed-eval keys and serve", () => {
         }
       });
     });
-    const body = { state: "y ".repeat(3000), model: "default", questions: Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`q${i}`, { type: "noul" }])) };
+    const body = {
+      state: "y ".repeat(3000),
+      model: "default",
+      questions: Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`q${i}`, { type: "noul" }])),
+    };
     const inFlight = fetch(`${url}/v1/systemone`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },

@@ -1,13 +1,5 @@
 /** The official JS SDK, unmodified, against our server over real HTTP. */
-import {
-  AuthenticationError,
-  choice,
-  noul,
-  RateLimitError,
-  score,
-  TypeSafeClient,
-  UnprocessableEntityError,
-} from "@typesafe-ai/sdk";
+import { AuthenticationError, choice, noul, RateLimitError, score, TypeSafeClient, UnprocessableEntityError } from "@typesafe-ai/sdk";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { responseViolations } from "../../src/api/consistency.js";
@@ -62,7 +54,9 @@ describe("@typesafe-ai/sdk against typed-eval", () => {
   });
 
   it("raises AuthenticationError for a bad key, with the server's request id", async () => {
-    const error = await client("te_wrong").models.list().catch((e: unknown) => e);
+    const error = await client("te_wrong")
+      .models.list()
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AuthenticationError);
     expect((error as AuthenticationError).status).toBe(401);
     expect((error as AuthenticationError).requestId).toMatch(/^req_/);
@@ -81,7 +75,12 @@ describe("@typesafe-ai/sdk against typed-eval", () => {
     const slow = client(KEYS.slow);
     const statuses: unknown[] = [];
     for (let i = 0; i < 4; i++) {
-      statuses.push(await slow.systemOne({ state: `call ${i}`, questions: { q: noul("Ok?") } }).then(() => 200, (e: unknown) => e));
+      statuses.push(
+        await slow.systemOne({ state: `call ${i}`, questions: { q: noul("Ok?") } }).then(
+          () => 200,
+          (e: unknown) => e,
+        ),
+      );
     }
     expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
     expect(statuses[3]).toBeInstanceOf(RateLimitError);

@@ -18,7 +18,9 @@ export class FakeEvaluator implements Evaluator {
   readonly calls: FakeCall[] = [];
 
   /** `reply` answers the n-th call (0-based); throw from it to fail the attempt. */
-  constructor(private readonly reply: (request: SystemOneRequest, call: number, options: EvaluateOptions) => Evaluation | Promise<Evaluation> = (r) => answer(r)) {}
+  constructor(
+    private readonly reply: (request: SystemOneRequest, call: number, options: EvaluateOptions) => Evaluation | Promise<Evaluation> = (r) => answer(r),
+  ) {}
 
   estimateInputTokens(request: SystemOneRequest): number {
     return JSON.stringify(request.state).length;

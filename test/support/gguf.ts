@@ -16,13 +16,7 @@ enum ValueType {
   ARRAY = 9,
 }
 
-export type MetaValue =
-  | { u32: number }
-  | { f32: number }
-  | { bool: boolean }
-  | { str: string }
-  | { strs: readonly string[] }
-  | { i32s: readonly number[] };
+export type MetaValue = { u32: number } | { f32: number } | { bool: boolean } | { str: string } | { strs: readonly string[] } | { i32s: readonly number[] };
 
 export type TensorType = "f32" | "q4_0";
 

@@ -32,19 +32,21 @@ export class ReferenceModel {
     const sequence = this.sequence;
     await sequence.clearHistory();
     let logprob = 0;
-      let start = 0;
-      for (const size of batches) {
-        const items = tokens.slice(start, start + size).map((t, i) =>
+    let start = 0;
+    for (const size of batches) {
+      const items = tokens
+        .slice(start, start + size)
+        .map((t, i) =>
           start + i >= firstRead && start + i < tokens.length - 1
             ? [t as Token, { generateNext: { probabilities: true, options: { temperature: 0 } } }]
             : (t as Token),
         );
-        const outputs = await sequence.controlledEvaluate(items as Items);
-        outputs.forEach((output, i) => {
-          const next = tokens[start + i + 1];
-          if (output && next !== undefined) logprob += Math.log(output.next.probabilities?.get(next as Token) ?? 0);
-        });
-        start += size;
+      const outputs = await sequence.controlledEvaluate(items as Items);
+      outputs.forEach((output, i) => {
+        const next = tokens[start + i + 1];
+        if (output && next !== undefined) logprob += Math.log(output.next.probabilities?.get(next as Token) ?? 0);
+      });
+      start += size;
     }
     return logprob;
   }
