@@ -92,11 +92,16 @@ export class UnsupportedMediaTypeError extends TypedEvalError {
 }
 
 /** 422: the body failed validation; `detail` is pydantic-shaped. */
+/** Validation problems in one line each: `loc.path: message` (the top level named as such). */
+export function describeIssues(issues: readonly Pick<ValidationErrorItem, "loc" | "msg">[], separator = "; "): string {
+  return issues.map((e) => `${e.loc.length > 0 ? e.loc.join(".") : "(top level)"}: ${e.msg}`).join(separator);
+}
+
 export class UnprocessableEntityError extends TypedEvalError {
   readonly status = 422;
   readonly code = "validation_error";
   constructor(readonly detail: ValidationErrorItem[]) {
-    super(detail.map((d) => `${d.loc.join(".")}: ${d.msg}`).join("; ") || "validation failed");
+    super(describeIssues(detail) || "validation failed");
   }
   override body(): ErrorBody {
     return { detail: this.detail };

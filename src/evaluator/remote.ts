@@ -6,7 +6,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { errorFromResponse, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { describeIssues, errorFromResponse, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, type HeaderSource, type RetryPolicy } from "../api/retry.js";
 import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { responseViolations } from "../api/consistency.js";
@@ -172,7 +172,7 @@ export class RemoteEvaluator implements Evaluator {
       return { ok: false, error, retry: isRetryableStatus(res.status), headers: res.headers };
     }
     const shape = validateResponseShape(json);
-    const problems = shape.ok ? responseViolations(request, shape.value) : shape.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`);
+    const problems = shape.ok ? responseViolations(request, shape.value) : [describeIssues(shape.errors)];
     if (!shape.ok || problems.length > 0) {
       const error = new UpstreamUnavailableError(`${this.endpoint} answered with an invalid response: ${problems.slice(0, 5).join("; ")}`);
       return { ok: false, error, retry: true };

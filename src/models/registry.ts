@@ -3,6 +3,7 @@
  * version, where its weights come from, and what it costs. The bundled file
  * can be extended or overridden by a user file (`TYPED_EVAL_MODELS_FILE`).
  */
+import { describeIssues } from "../api/errors.js";
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
@@ -82,7 +83,7 @@ function check(file: RegistryFile, origin: string): string[] {
 function parse(json: unknown, origin: string): RegistryFile {
   const result = validateAgainst<RegistryFile>(RegistryFile, json, [origin]);
   if (!result.ok) {
-    throw new RegistryError(result.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("\n"));
+    throw new RegistryError(describeIssues(result.errors, "\n"));
   }
   return result.value;
 }

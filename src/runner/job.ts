@@ -12,6 +12,7 @@
  * }
  * ```
  */
+import { describeIssues } from "../api/errors.js";
 import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { SystemOneRequest } from "../api/schema.js";
@@ -60,10 +61,7 @@ export function parseJob(json: unknown, origin: string): Job {
   const problems: string[] = [];
   const result = validateAgainst<Static<typeof JobSchema>>(JobSchema, json, []);
   if (!result.ok) {
-    for (const e of result.errors) {
-      const where = e.loc.length > 0 ? e.loc.join(".") : "(top level)";
-      problems.push(`${where}: ${e.msg}`);
-    }
+    problems.push(...result.errors.map((e) => describeIssues([e])));
   }
   if (json && typeof json === "object" && !Array.isArray(json)) {
     const known = new Set(Object.keys(JobSchema.properties));

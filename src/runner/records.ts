@@ -1,4 +1,5 @@
 /** From a record to a request: the state by field or dotted path, the id, kept fields, the shard. */
+import { describeIssues } from "../api/errors.js";
 import { createHash } from "node:crypto";
 import type { SystemOneRequest } from "../api/schema.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
@@ -98,7 +99,7 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
   if (!built.ok) return { kind: "invalid", id: built.id, status: 0, type: "invalid_record", message: `line ${item.line}: ${built.message}` };
   const checked = validateRequest(built.request);
   if (!checked.ok) {
-    const detail = checked.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("; ");
+    const detail = describeIssues(checked.errors);
     return { kind: "invalid", id: built.id, status: 422, type: "validation_error", message: `line ${item.line}: ${detail}` };
   }
   // Refused before any tokenizing: a body over the limit would be a 413 from any server.

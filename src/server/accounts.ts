@@ -3,6 +3,7 @@
  * never the keys; a presented key is hashed and compared with every stored
  * hash in constant time, so timing tells nothing about which bytes matched.
  */
+import { describeIssues } from "../api/errors.js";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
@@ -75,7 +76,7 @@ export class AccountStore {
       throw new AccountsError(`cannot read accounts file ${path}: ${(error as Error).message}`);
     }
     const result = validateAgainst<AccountsFile>(AccountsFile, json, [path]);
-    if (!result.ok) throw new AccountsError(result.errors.map((e) => `${e.loc.join(".")}: ${e.msg}`).join("\n"));
+    if (!result.ok) throw new AccountsError(describeIssues(result.errors, "\n"));
     return new AccountStore(result.value);
   }
 
