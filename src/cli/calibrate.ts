@@ -1,3 +1,4 @@
+import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import { existsSync, readFileSync } from "node:fs";
 import type { Argv, CommandModule } from "yargs";
 import { createLogger } from "../logging/logger.js";
@@ -96,7 +97,7 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
       .option(
         "timeout",
-        numeric("timeout", { above: 0 }, { default: 60, describe: "contextual: seconds to wait for a remote answer" }),
+        numeric("timeout", { above: 0 }, { default: DEFAULT_TIMEOUT_MS / 1000, describe: "contextual: seconds to wait for a remote answer" }),
       ) as unknown as Argv<CalibrateArgs>,
   handler: async (args) => {
     const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";

@@ -1,7 +1,7 @@
 /** Options every command that runs an embedded model shares, and opening the model from them. */
 import type { Argv } from "yargs";
 import type { ModelRouter } from "../evaluator/router.js";
-import { openLocalModel } from "../evaluator/factory.js";
+import { openLocalModel, DEFAULT_CONTEXT } from "../evaluator/factory.js";
 import { ModelRegistry } from "../models/registry.js";
 import { progressBar } from "./progress.js";
 import { numeric } from "./checks.js";
@@ -42,7 +42,11 @@ export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
     .option("threads", numeric("threads", { integer: true, min: 1, max: 1024 }, { describe: "CPU threads (default: every core)" }))
     .option(
       "context-size",
-      numeric("context-size", { integer: true, min: 64, max: 1_048_576 }, { describe: "tokens per sequence (default: the model's, at most 8192)" }),
+      numeric(
+        "context-size",
+        { integer: true, min: 64, max: 1_048_576 },
+        { describe: `tokens per sequence (default: the model's, at most ${DEFAULT_CONTEXT})` },
+      ),
     ) as Argv<T & ModelArgs>;
 }
 

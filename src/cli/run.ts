@@ -6,24 +6,25 @@ import type { Argv, CommandModule } from "yargs";
 import { TypedEvalError } from "../api/errors.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import { endpointEvaluator } from "../evaluator/factory.js";
+import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import { createLogger, type Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError } from "../models/registry.js";
 import { estimateJob, describeEstimate } from "../runner/estimate.js";
 import { loadJob, type Job } from "../runner/job.js";
-import { RunLimiter } from "../runner/limiter.js";
+import { DEFAULT_LIMITS, RunLimiter } from "../runner/limiter.js";
 import { localTarget, type OutputFormat, type OutputTarget } from "../runner/outputs.js";
 import { parseShare, reviewThresholds } from "../runner/labels.js";
 import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
 import { questionLabels } from "../evaluator/calibration.js";
 import { parseShard, prepareItem, type Shard } from "../runner/records.js";
 import { firstRecords, sampleRecords } from "../runner/selection.js";
-import { runJob, type RunOptions } from "../runner/run.js";
+import { RUN_DEFAULTS, runJob, type RunOptions } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
 import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT, UsageError, type ExitCode } from "./exit.js";
 import { acquireLock, LockedError, type Lock } from "../runner/lock.js";
-import { acquireS3Lock, S3Journal } from "../runner/s3-journal.js";
+import { acquireS3Lock, S3_FLUSH_MS, S3Journal } from "../runner/s3-journal.js";
 import type { RunStatus } from "../runner/summary.js";
 import { folderFor } from "./files.js";
 import { numeric } from "./checks.js";
@@ -86,13 +87,20 @@ export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
         describe: "a remote /v1/systemone endpoint instead of the embedded model ($TYPED_EVAL_BASE_URL)",
       })
       .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
-      .option("rpm", numeric("rpm", { above: 0 }, { default: 1200, describe: "requests per minute allowed" }))
-      .option("tps", numeric("tps", { above: 0 }, { default: 250_000, describe: "input tokens per second allowed" }))
+      .option("rpm", numeric("rpm", { above: 0 }, { default: DEFAULT_LIMITS.requestsPerMinute, describe: "requests per minute allowed" }))
+      .option("tps", numeric("tps", { above: 0 }, { default: DEFAULT_LIMITS.tokensPerSecond, describe: "input tokens per second allowed" }))
       .option(
         "concurrency",
         numeric("concurrency", { integer: true, min: 1, max: 10_000 }, { describe: "requests in flight (default: 4 embedded, 32 remote)" }),
       )
-      .option("timeout", numeric("timeout", { above: 0 }, { default: 60, describe: "seconds to wait for a remote answer before the attempt counts as failed" }))
+      .option(
+        "timeout",
+        numeric(
+          "timeout",
+          { above: 0 },
+          { default: DEFAULT_TIMEOUT_MS / 1000, describe: "seconds to wait for a remote answer before the attempt counts as failed" },
+        ),
+      )
       .option("shard", { type: "string", coerce: shardText, describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
       .option("price", numeric("price", { min: 0 }, { describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" }))
       .option("limit", numeric("limit", { integer: true, min: 1 }, { describe: "only the first N records (try a job before a night's run)" }))
@@ -278,20 +286,24 @@ export const runCommand: CommandModule<object, RunArgs> = {
         numeric(
           "journal-flush",
           { above: 0 },
-          { default: 5, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
+          { default: S3_FLUSH_MS / 1000, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
         ),
       )
       .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
       .option(
         "max-retries",
-        numeric("max-retries", { integer: true, min: 0, max: 100 }, { default: 6, describe: "retries per record on 408, 429, 5xx and network errors" }),
+        numeric(
+          "max-retries",
+          { integer: true, min: 0, max: 100 },
+          { default: RUN_DEFAULTS.maxRetries, describe: "retries per record on 408, 429, 5xx and network errors" },
+        ),
       )
       .option(
         "max-error-rate",
         numeric(
           "max-error-rate",
           { min: 0, max: 1 },
-          { default: 0, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" },
+          { default: RUN_DEFAULTS.maxErrorRate, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" },
         ),
       )
       .option("summary-json", {
@@ -303,7 +315,10 @@ export const runCommand: CommandModule<object, RunArgs> = {
         numeric(
           "grace",
           { min: 0 },
-          { default: 30, describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)" },
+          {
+            default: RUN_DEFAULTS.graceMs / 1000,
+            describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)",
+          },
         ),
       )
       .option(
@@ -311,7 +326,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         numeric(
           "max-failures-in-a-row",
           { integer: true, min: 1 },
-          { default: 50, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" },
+          { default: RUN_DEFAULTS.maxFailuresInARow, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" },
         ),
       )
       .option("calibration", {

@@ -1,3 +1,4 @@
+import { SERVER_DEFAULTS } from "../server/app.js";
 import { existsSync } from "node:fs";
 import type { CommandModule } from "yargs";
 import { MAX_BODY_BYTES } from "../api/limits.js";
@@ -48,12 +49,22 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
           default: [] as string[],
           describe: "models to serve (names, aliases or versioned ids); default: --model",
         })
-        .option("max-queue", numeric("max-queue", { integer: true, min: 1 }, { default: 64, describe: "requests in progress beyond which new ones get 529" }))
+        .option(
+          "max-queue",
+          numeric(
+            "max-queue",
+            { integer: true, min: 1 },
+            { default: SERVER_DEFAULTS.maxQueue, describe: "requests in progress beyond which new ones get 529" },
+          ),
+        )
         .option(
           "body-limit",
           numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }),
         )
-        .option("shutdown-grace", numeric("shutdown-grace", { min: 0 }, { default: 30_000, describe: "ms SIGTERM waits for in-flight requests" }))
+        .option(
+          "shutdown-grace",
+          numeric("shutdown-grace", { min: 0 }, { default: SERVER_DEFAULTS.shutdownGraceMs, describe: "ms SIGTERM waits for in-flight requests" }),
+        )
         .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
         .option(
           "metrics-port",

@@ -34,6 +34,9 @@ export interface RemoteOptions {
 
 const USER_AGENT = "typed-eval/0.1 (remote evaluator)";
 
+/** How long an attempt waits for an answer unless told otherwise. */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+
 function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     signal?.throwIfAborted();
@@ -153,7 +156,7 @@ export class RemoteEvaluator implements Evaluator {
     const body = JSON.stringify({ ...request, model: this.options.model ?? request.model });
     let res: Reply;
     try {
-      res = await post(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? 60_000, signal);
+      res = await post(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS, signal);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const code = (error as NodeJS.ErrnoException).code;

@@ -7,7 +7,7 @@
 import pLimit from "p-limit";
 
 export interface LoopHooks {
-  /** Stop taking records: those in hand finish, for at most `graceMs`. */
+  /** Stop taking records: those in hand finish, for at most `graceMs` (default 0: abort them at once). */
   stop?: AbortSignal | undefined;
   graceMs?: number | undefined;
   /** A record's task threw (the caller decides whether the run goes on). */
@@ -84,7 +84,7 @@ export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: nu
     // Ends the input's stream; a pending read settles on its own.
     void iterator.return?.().catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;
-    const grace = new Promise<"grace">((resolve) => (timer = setTimeout(() => resolve("grace"), hooks.graceMs ?? 30_000)));
+    const grace = new Promise<"grace">((resolve) => (timer = setTimeout(() => resolve("grace"), hooks.graceMs ?? 0)));
     if ((await Promise.race([Promise.all(tasks), grace])) === "grace") hooks.onGraceOver();
     clearTimeout(timer);
   }

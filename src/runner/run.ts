@@ -22,6 +22,16 @@ import { SourceError, type Source, type SourceItem } from "./sources.js";
 import { FailureWatch, runSummary, statusOf, type RunStatus } from "./summary.js";
 import { costOf, type UsageSummary } from "./usage.js";
 
+/** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
+export const RUN_DEFAULTS = {
+  maxRetries: 6,
+  maxFailuresInARow: 50,
+  maxErrorRate: 0,
+  earlyFailures: 20,
+  graceMs: 30_000,
+  dedupCache: 50_000,
+} as const;
+
 /** How often a run journals what it has spent: a kill -9 loses at most this much of its request and time counts. */
 export const SPEND_INTERVAL_MS = 2000;
 
@@ -103,10 +113,16 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   const abort = new AbortController();
   // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
   setMaxListeners(Math.max(10, options.concurrency * 2 + 10), abort.signal);
-  const sender = new Sender({ evaluator, limiter, maxRetries: options.maxRetries ?? 6, timeoutMs: options.timeoutMs, signal: abort.signal });
+  const sender = new Sender({
+    evaluator,
+    limiter,
+    maxRetries: options.maxRetries ?? RUN_DEFAULTS.maxRetries,
+    timeoutMs: options.timeoutMs,
+    signal: abort.signal,
+  });
   const sent = sender.counts;
-  const dedup = new Dedup(options.dedupCache ?? 50_000);
-  const watch = new FailureWatch(options.earlyFailures ?? 20);
+  const dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
+  const watch = new FailureWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures);
 
   const report = () =>
     options.onProgress?.({
@@ -135,7 +151,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
 
   // An endpoint that fails every record is down, not picky: stop, and let a rerun resume, rather than
   // write the whole input to the errors file.
-  const maxInARow = options.maxFailuresInARow ?? 50;
+  const maxInARow = options.maxFailuresInARow ?? RUN_DEFAULTS.maxFailuresInARow;
   let failuresInARow = 0;
   const endpointFailed = (outcome: Outcome) => {
     if (outcome.ok) failuresInARow = 0;
@@ -233,7 +249,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   try {
     const end = await forEachBounded(source.items, options.concurrency, processItem, {
       stop: options.stop,
-      graceMs: options.graceMs,
+      graceMs: options.graceMs ?? RUN_DEFAULTS.graceMs,
       halted: () => aborted !== undefined,
       onTaskError: (error) => {
         if (error instanceof AbortRun) stopWith(error.message, "aborted", error);
@@ -279,7 +295,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     summary = runSummary(base, undefined, status ?? "aborted");
   } else {
     const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
-    status = statusOf(stats.read, written, options.maxErrorRate ?? 0);
+    status = statusOf(stats.read, written, options.maxErrorRate ?? RUN_DEFAULTS.maxErrorRate);
     const shaping = options.output;
     summary = runSummary(
       base,

@@ -31,6 +31,14 @@ import { parseJsonBody } from "../api/json.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { RateLimiter } from "./ratelimit.js";
 
+/** The server's defaults, in one place: `buildServer`/`startServer` fall back to them and `serve`'s flags show them. */
+export const SERVER_DEFAULTS = {
+  /** Requests in progress beyond which new ones get 529. */
+  maxQueue: 64,
+  /** How long SIGTERM waits for requests in flight. */
+  shutdownGraceMs: 30_000,
+} as const;
+
 export interface ServerOptions {
   evaluator: ModelSet;
   accounts: AccountStore;
@@ -92,7 +100,7 @@ function bearerKey(header: string | undefined): string {
 export function buildServer(options: ServerOptions): FastifyInstance {
   const { evaluator, accounts, logger } = options;
   const limiter = options.limiter ?? new RateLimiter();
-  const maxQueue = options.maxQueue ?? 64;
+  const maxQueue = options.maxQueue ?? SERVER_DEFAULTS.maxQueue;
   const metrics = options.metrics ?? new ServerMetrics();
   metrics.maxQueue.set(maxQueue);
   for (const name of evaluator.names()) metrics.modelLoaded.set({ model: name }, 1);

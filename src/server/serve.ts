@@ -4,7 +4,7 @@ import type { ModelSet } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AccountStore } from "./accounts.js";
 import Fastify from "fastify";
-import { buildServer, metricsReply, type ServerOptions } from "./app.js";
+import { buildServer, metricsReply, type ServerOptions, SERVER_DEFAULTS } from "./app.js";
 import { ServerMetrics } from "./metrics.js";
 
 export interface ServeOptions extends Omit<ServerOptions, "evaluator" | "accounts" | "logger"> {
@@ -50,7 +50,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   let closing: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> => {
     closing ??= (async () => {
-      const grace = options.shutdownGraceMs ?? 30_000;
+      const grace = options.shutdownGraceMs ?? SERVER_DEFAULTS.shutdownGraceMs;
       logger.info({ reason, graceMs: grace }, "shutting down: no new requests, finishing those in flight");
       const timer = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), grace).unref());
       const outcome = await Promise.race([app.close().then(() => "drained" as const), timer]);
