@@ -1,7 +1,7 @@
 /** Options every command that runs an embedded model shares, and opening the model from them. */
 import type { Argv } from "yargs";
 import type { ModelRouter } from "../evaluator/router.js";
-import { openLocalModel, DEFAULT_CONTEXT } from "../evaluator/factory.js";
+import { openModels, DEFAULT_CONTEXT } from "../evaluator/factory.js";
 import { ModelRegistry } from "../models/registry.js";
 import { progressBar } from "./progress.js";
 import { numeric } from "./checks.js";
@@ -63,20 +63,28 @@ export function logBackend(backend: string, model: string): void {
   createLogger().info({ backend, model }, `llama.cpp backend for ${model}: ${backend === "cpu" ? "CPU" : `${backend} (GPU, layers offloaded)`}`);
 }
 
-/** Loads the model the arguments name, downloading it with a progress bar on first use. */
-export async function openModelFromArgs(args: ModelArgs, options: { announce?: boolean } = {}): Promise<ModelRouter> {
+/**
+ * Loads the models the arguments name (`args.model`, or `models` when given:
+ * `serve --models`), downloading each with a progress bar on first use. The
+ * one way `ask`, `run`, `estimate`, `calibrate` and `serve` open models.
+ */
+export async function openModelFromArgs(
+  args: ModelArgs,
+  options: { announce?: boolean; models?: readonly string[]; sequences?: number | undefined } = {},
+): Promise<ModelRouter> {
   const registry = ModelRegistry.load({ file: args["models-file"] });
   let bar: ReturnType<typeof progressBar> | undefined;
-  const router = await openLocalModel({
+  const names = options.models && options.models.length > 0 ? options.models : [args.model];
+  const router = await openModels(names, {
     registry,
-    model: args.model,
     modelPath: args["model-path"],
     threads: args.threads,
     contextSize: args["context-size"],
     gpu: args.gpu,
+    ...(options.sequences ? { sequences: options.sequences } : {}),
     ...(options.announce ? { onBackend: logBackend } : {}),
     onProgress: (done, total) => {
-      bar ??= progressBar(`downloading ${registry.resolve(args.model).name}`, "bytes");
+      bar ??= progressBar(names.length === 1 ? `downloading ${registry.resolve(names[0] as string).name}` : "downloading model", "bytes");
       bar.update(done, total);
     },
   });

@@ -1,17 +1,14 @@
-import { SERVER_DEFAULTS } from "../server/app.js";
 import { existsSync } from "node:fs";
 import type { CommandModule } from "yargs";
 import { MAX_BODY_BYTES } from "../api/limits.js";
-import { openModels } from "../evaluator/factory.js";
 import { createLogger } from "../logging/logger.js";
-import { ModelRegistry } from "../models/registry.js";
 import { AccountStore } from "../server/accounts.js";
+import { SERVER_DEFAULTS } from "../server/app.js";
 import { startServer } from "../server/serve.js";
 import { EXIT, UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
-import { logBackend, withModelOptions, type ModelArgs } from "./model-options.js";
+import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { accountsFileOption } from "./keys.js";
-import { progressBar } from "./progress.js";
 
 interface ServeArgs extends ModelArgs {
   host: string;
@@ -107,22 +104,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
       process.exitCode = EXIT.usage;
       return;
     }
-    const registry = ModelRegistry.load({ file: args["models-file"] });
-    let bar: ReturnType<typeof progressBar> | undefined;
-    const evaluator = await openModels(args.models.length > 0 ? args.models : [args.model], {
-      registry,
-      modelPath: args["model-path"],
-      threads: args.threads,
-      contextSize: args["context-size"],
-      sequences: args.sequences,
-      gpu: args.gpu,
-      onBackend: logBackend,
-      onProgress: (done, total) => {
-        bar ??= progressBar("downloading model", "bytes");
-        bar.update(done, total);
-      },
-    });
-    bar?.finish();
+    const evaluator = await openModelFromArgs(args, { announce: true, models: args.models, sequences: args.sequences });
     try {
       for (const { alias, target } of aliases) evaluator.addAlias(alias, target);
     } catch (error) {
