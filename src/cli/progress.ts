@@ -2,21 +2,10 @@
  * Progress for long operations: a redrawn bar on a TTY, and on anything else
  * one JSON line per 10% so logs stay readable.
  */
+import { formatBytes } from "../runner/sources.js";
 export interface ProgressBar {
   update(done: number, total: number | undefined, note?: string): void;
   finish(note?: string): void;
-}
-
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  const units = ["KiB", "MiB", "GiB", "TiB"];
-  let value = n / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
 }
 
 /** Formats a count: bytes for downloads, plain numbers otherwise. */
@@ -24,7 +13,7 @@ export type Unit = "bytes" | "items";
 
 export function progressBar(label: string, unit: Unit = "items", stream: NodeJS.WriteStream = process.stderr): ProgressBar {
   const started = Date.now();
-  const fmt = (n: number) => (unit === "bytes" ? bytes(n) : n.toLocaleString("en-US"));
+  const fmt = (n: number) => (unit === "bytes" ? formatBytes(n) : n.toLocaleString("en-US"));
   let lastDecile = -1;
   let lastDraw = 0;
   return {

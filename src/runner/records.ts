@@ -5,7 +5,7 @@ import type { SystemOneRequest } from "../api/schema.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { validateRequest } from "../api/validate.js";
 import type { Job } from "./job.js";
-import { MiB, type SourceItem } from "./sources.js";
+import { formatBytes, type SourceItem } from "./sources.js";
 
 /** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
 export function valueAt(record: unknown, path: string): unknown {
@@ -111,7 +111,7 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
       id: built.id,
       status: 413,
       type: "payload_too_large",
-      message: `line ${item.line}: the request would be ${MiB(bytes)}, over the ${MiB(MAX_BODY_BYTES)} a request may be`,
+      message: `line ${item.line}: the request would be ${formatBytes(bytes)}, over the ${formatBytes(MAX_BODY_BYTES)} a request may be`,
     };
   }
   return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(text, identity) };

@@ -79,7 +79,18 @@ function counted(input: Readable, counter: { bytes: number }): Readable {
 }
 
 /** Bytes as MiB with one decimal, for the messages of size limits. */
-export const MiB = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+/** A byte count for people: 512 B, 8.0 MiB, 1.2 GiB. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let value = n / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}
 
 /** A line's bytes, or how long a line was that exceeded `max` (its bytes were dropped as they came). */
 type RawLine = { bytes: Buffer } | { tooLong: number };
@@ -153,7 +164,7 @@ async function* jsonlItems(stream: Readable, source: string, firstSeq: number): 
   for await (const raw of byteLines(stream)) {
     line++;
     if ("tooLong" in raw) {
-      yield { seq: seq++, line, source, error: `line is ${MiB(raw.tooLong)}, over the ${MiB(MAX_RECORD_BYTES)} a record may be` };
+      yield { seq: seq++, line, source, error: `line is ${formatBytes(raw.tooLong)}, over the ${formatBytes(MAX_RECORD_BYTES)} a record may be` };
       continue;
     }
     const parsed = parseJsonLine(raw.bytes, line === 1);
