@@ -46,7 +46,9 @@ let s3Endpoint: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-crash-"));
-  upstream = await startUpstream((_req, res, text) => answer(res, text));
+  // 30 ms an answer, 16 in flight: about 500 records/s, so each moment has a window to be killed in (answering at once,
+  // the runner does 3,000 records/s and a 2 ms poll can miss a whole run's "requests" phase).
+  upstream = await startUpstream((_req, res, text) => void setTimeout(() => answer(res, text), 30));
   upstreamUrl = upstream.url;
   s3 = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: "out", configs: [] }] });
   s3Endpoint = `http://127.0.0.1:${(await s3.run()).port}`;
