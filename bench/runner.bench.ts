@@ -50,6 +50,11 @@ interface UpstreamStats {
   acceptedPerSecond: number[];
 }
 
+/** Requests the upstream accepted per second, between its first and last acceptance. */
+function acceptedPerSecond(s: UpstreamStats): number {
+  return (s.accepted - 1) / ((s.last - s.first) / 1000);
+}
+
 async function upstream(config: UpstreamConfig): Promise<{ url: string; stats(): Promise<UpstreamStats>; storm(ms: number): Promise<void>; stop(): void }> {
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "upstream.ts"), JSON.stringify(config)], {
     stdio: ["ignore", "pipe", "inherit"],
@@ -102,7 +107,7 @@ async function atLimit(label: string, records: number, stateChars: number, rpm: 
     const { result } = await run(input, remote, rpm, tps, 32);
     const s = await up.stats();
     const span = (s.last - s.first) / 1000;
-    const perSecond = (s.accepted - 1) / span;
+    const perSecond = acceptedPerSecond(s);
     const tokensPerRequest = result.summary.tokens.input / result.summary.records.answered;
     const limitPerSecond = Math.min(rpm / 60, tps / tokensPerRequest);
     figures[`${label}: records`] = records;
@@ -185,14 +190,13 @@ async function sporadicFaults(seconds: number, figures: Record<string, number>, 
     const input = await writeInput("faults.jsonl", records, 40);
     const { result } = await run(input, endpointEvaluator({ baseUrl: up.url }), rpm, 1e9, 32);
     const s = await up.stats();
-    const span = (s.last - s.first) / 1000;
     const r = result.summary.records;
     figures["faults: records answered"] = r.answered;
     figures["faults: records failed"] = r.failed;
     figures["faults: attempts 529 / 500 / reset"] = s.overloaded + s.failed + s.reset;
     figures["faults: pace cuts"] = result.summary.this_run?.pace?.cuts ?? 0;
     figures["faults: mean pace"] = result.summary.this_run?.pace?.mean ?? 1;
-    ratios.push({ name: "faults (5% 529, 5% 500, 2% reset): answered requests/s / limit", value: (s.accepted - 1) / span / (rpm / 60), goal: { min: 0.8 } });
+    ratios.push({ name: "faults (5% 529, 5% 500, 2% reset): answered requests/s / limit", value: acceptedPerSecond(s) / (rpm / 60), goal: { min: 0.8 } });
     ratios.push({ name: "faults: records answered or in the errors file / records", value: (r.answered + r.failed) / records, goal: { min: 1, max: 1 } });
   } finally {
     up.stop();
@@ -234,11 +238,10 @@ async function halfLimit(seconds: number, figures: Record<string, number>, ratio
     const input = await writeInput("half.jsonl", records, 40);
     const { result } = await run(input, endpointEvaluator({ baseUrl: up.url }), rpm, 1e9, 32);
     const s = await up.stats();
-    const span = (s.last - s.first) / 1000;
     figures["half: records answered"] = result.summary.records.answered;
     figures["half: 429s"] = s.rejected;
     figures["half: mean pace"] = result.summary.this_run?.pace?.mean ?? 1;
-    ratios.push({ name: "half-limit upstream: answered requests/s / configured limit", value: (s.accepted - 1) / span / (rpm / 60), goal: { min: 0.45 } });
+    ratios.push({ name: "half-limit upstream: answered requests/s / configured limit", value: acceptedPerSecond(s) / (rpm / 60), goal: { min: 0.45 } });
     ratios.push({ name: "half-limit upstream: rejected / sent", value: s.rejected / (s.accepted + s.rejected), goal: { max: 0.05 } });
   } finally {
     up.stop();

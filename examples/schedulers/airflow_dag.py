@@ -52,6 +52,15 @@ DEFAULTS = {
 }
 
 
+# Both forms run nightly at 02:30 with the same retry policy.
+NIGHTLY = {
+    "start_date": datetime(2026, 11, 1),
+    "schedule": "30 2 * * *",
+    "catchup": False,
+    "default_args": DEFAULTS,
+}
+
+
 def run_args(shard: int, ds: str) -> list[str]:
     return [
         "run", f"s3://acme-support/tickets/{ds}/",
@@ -91,13 +100,7 @@ class TypedEvalPod(KubernetesPodOperator):
             raise error
 
 
-with DAG(
-    dag_id="typed_eval_triage_k8s",
-    start_date=datetime(2026, 11, 1),
-    schedule="30 2 * * *",
-    catchup=False,
-    default_args=DEFAULTS,
-) as triage_k8s:
+with DAG(dag_id="typed_eval_triage_k8s", **NIGHTLY) as triage_k8s:
     shards = [
         TypedEvalPod(
             task_id=f"shard_{i}_of_{SHARDS}",
@@ -132,13 +135,7 @@ def run_shard(shard: int, ds: str, **_context) -> dict:
         return json.load(f)  # the usage summary, pushed to XCom
 
 
-with DAG(
-    dag_id="typed_eval_triage_bash",
-    start_date=datetime(2026, 11, 1),
-    schedule="30 2 * * *",
-    catchup=False,
-    default_args=DEFAULTS,
-) as triage_bash:
+with DAG(dag_id="typed_eval_triage_bash", **NIGHTLY) as triage_bash:
     shard_tasks = [
         PythonOperator(task_id=f"shard_{i}_of_{SHARDS}", python_callable=run_shard, op_kwargs={"shard": i, "ds": "{{ ds }}"})
         for i in range(1, SHARDS + 1)

@@ -80,9 +80,10 @@ export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: nu
     await Promise.allSettled(tasks);
     throw error;
   }
+  // Stopped or halted early: end the input's stream (an S3 body holds its socket until then); a pending read settles on
+  // its own.
+  if (end !== "done") void iterator.return?.().catch(() => undefined);
   if (end === "stopped") {
-    // Ends the input's stream; a pending read settles on its own.
-    void iterator.return?.().catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;
     const grace = new Promise<"grace">((resolve) => (timer = setTimeout(() => resolve("grace"), hooks.graceMs ?? 0)));
     if ((await Promise.race([Promise.all(tasks), grace])) === "grace") hooks.onGraceOver();

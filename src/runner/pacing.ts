@@ -122,11 +122,11 @@ export class Pace {
     const enough = this.attempts >= s.minAttempts || this.throttled + this.overloaded >= s.minAttempts / 2;
     if (!((age >= s.windowMs && enough) || age >= s.maxWindowMs)) return;
     const n = Math.max(1, this.attempts);
-    const overload = this.throttled / n > s.throttledShare || this.overloaded / n >= s.overloadedShare;
     const throttling = this.throttled / n > s.throttledShare;
-    if (overload && throttling && this.overloaded / n < s.overloadedShare && t - this.lastCut < s.minCutIntervalMs) {
+    const overloaded = this.overloaded / n >= s.overloadedShare;
+    if (throttling && !overloaded && t - this.lastCut < s.minCutIntervalMs) {
       // 429s still paying for the last excursion (rate limits count over a second or more): no second cut for it.
-    } else if (overload) {
+    } else if (throttling || overloaded) {
       this.lastCut = t;
       const refused = (this.throttled + this.overloaded) / n;
       this.set(Math.max(s.floor, this.value * Math.min(s.maxCut, Math.max(s.minCut, 1 - refused))), t);

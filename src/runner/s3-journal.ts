@@ -20,10 +20,9 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, existsSync, openSync, readSync, statSync, writeFileSync, appendFileSync } from "node:fs";
 import { hostname } from "node:os";
-import type { Readable } from "node:stream";
-import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { LockedError, type Lock, type LockHolder } from "./lock.js";
-import { parseS3, s3Client } from "./s3.js";
+import { isMissingKey, keysUnder, parseS3, s3Client } from "./s3.js";
 
 export interface S3JournalOptions {
   flushMs?: number;
@@ -34,17 +33,6 @@ export interface S3JournalOptions {
 
 /** How often a run ships its journal to S3 by default: what losing a worker repays at most. */
 export const S3_FLUSH_MS = 5000;
-
-async function text(body: unknown): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of body as Readable) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-function missing(error: unknown): boolean {
-  const name = (error as { name?: string }).name;
-  return name === "NoSuchKey" || name === "NotFound";
-}
 
 export class S3Journal {
   private readonly bucket: string;
@@ -78,14 +66,7 @@ export class S3Journal {
    * (a journal started before it moved to S3).
    */
   async pull(): Promise<{ segments: number }> {
-    const keys: string[] = [];
-    let token: string | undefined;
-    do {
-      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: `${this.prefix}segments/`, ContinuationToken: token }));
-      for (const o of page.Contents ?? []) if (o.Key) keys.push(o.Key);
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
-    keys.sort();
+    const keys = (await keysUnder(this.client, this.bucket, `${this.prefix}segments/`)).keys.map((o) => o.key);
     if (keys.length === 0) {
       this.shipped = 0;
       return { segments: 0 };
@@ -93,7 +74,7 @@ export class S3Journal {
     writeFileSync(this.localPath, "");
     for (const key of keys) {
       const got = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      appendFileSync(this.localPath, await text(got.Body));
+      appendFileSync(this.localPath, (await got.Body?.transformToString("utf8")) ?? "");
     }
     this.shipped = statSync(this.localPath).size;
     return { segments: keys.length };
@@ -154,9 +135,9 @@ export async function acquireS3Lock(location: string, options: S3JournalOptions 
   const read = async (): Promise<S3Holder | undefined> => {
     try {
       const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-      return JSON.parse(await text(got.Body)) as S3Holder;
+      return JSON.parse((await got.Body?.transformToString("utf8")) ?? "") as S3Holder;
     } catch (error) {
-      if (missing(error)) return undefined;
+      if (isMissingKey(error)) return undefined;
       if (error instanceof SyntaxError) return undefined;
       throw error;
     }

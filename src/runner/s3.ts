@@ -47,7 +47,14 @@ export function isMarker(key: string): boolean {
   return name.startsWith("_") || name.startsWith(".") || name.endsWith(".crc");
 }
 
-async function keysUnder(client: S3Client, bucket: string, prefix: string): Promise<{ keys: { key: string; size: number }[]; markers: string[] }> {
+/** Whether an S3 error says the key (or object) is not there. */
+export function isMissingKey(error: unknown): boolean {
+  const name = (error as { name?: string }).name;
+  return name === "NotFound" || name === "NoSuchKey";
+}
+
+/** Every object under a prefix, in key order, with the marker objects apart (all pages of the listing). */
+export async function keysUnder(client: S3Client, bucket: string, prefix: string): Promise<{ keys: { key: string; size: number }[]; markers: string[] }> {
   const keys: { key: string; size: number }[] = [];
   const markers: string[] = [];
   let token: string | undefined;
@@ -92,7 +99,7 @@ export async function openS3Source(
   } catch (error) {
     if (error instanceof SourceError) throw error;
     const e = error as Error & { name: string };
-    const missing = e.name === "NotFound" || e.name === "NoSuchKey";
+    const missing = isMissingKey(e);
     throw new SourceError(`cannot read ${location}: ${missing ? "no such key" : e.message}`, { absent: missing });
   }
   const counter = { bytes: 0 };
