@@ -482,7 +482,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const code = exitCodeOf(result.status, signalled);
       if (result.aborted) {
         const what = {
-          stopped: "stopped",
+          stopped: `stopped by ${signalled ?? "a signal"}`,
           "bad-input": "stopped: bad input",
           "no-input": "stopped: no input",
           "all-failed": "stopped: every record fails",

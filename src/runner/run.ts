@@ -266,7 +266,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       onGraceOver: () => abort.abort(new Error("the grace period ran out")),
     }).catch(() => "halted" as const);
     if (end === "stopped" && aborted === undefined) {
-      aborted = "stopped by a signal: the records in flight finished and are kept";
+      aborted = "the records in flight finished and are kept";
       status = "stopped";
     }
   } finally {

@@ -100,7 +100,7 @@ export function describe(s: UsageSummary): string {
   const t = s.this_run;
   const pace =
     t?.pace && t.pace.cuts > 0
-      ? `; pace cut ${t.pace.cuts} times, lowest ${(t.pace.lowest * 100).toFixed(0)}%, mean ${(t.pace.mean * 100).toFixed(0)}% of the limits, ${t.pace.seconds_below_limit.toFixed(1)} s below them`
+      ? `; pace cut ${t.pace.cuts === 1 ? "once" : `${t.pace.cuts} times`}, lowest ${(t.pace.lowest * 100).toFixed(0)}%, mean ${(t.pace.mean * 100).toFixed(0)}% of the limits, ${t.pace.seconds_below_limit.toFixed(1)} s below them`
       : "";
   const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s${pace}` : undefined;
   const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`;
