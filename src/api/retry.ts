@@ -1,6 +1,7 @@
 /**
  * The client retry convention of spec section 7, in one place: which statuses
- * are retried, and how long to wait. Pure functions; callers do the waiting.
+ * are retried, how long to wait, and the abortable wait itself (used by the
+ * remote client's retries and by the runner's limiter and sender).
  */
 export interface RetryPolicy {
   maxRetries: number;
@@ -55,4 +56,20 @@ export function retryDelayMs(
   const server = headers ? serverDelayMs(headers) : undefined;
   if (server !== undefined && server <= policy.maxServerDelayMs) return server;
   return backoffMs(attempt, policy, random);
+}
+
+/** Waits `ms`; rejects with the signal's reason as soon as it aborts (or at once when it already has). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
 }

@@ -7,7 +7,7 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { describeIssues, errorFromResponse, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
-import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, type HeaderSource, type RetryPolicy } from "../api/retry.js";
+import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, sleep, type HeaderSource, type RetryPolicy } from "../api/retry.js";
 import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { responseViolations } from "../api/consistency.js";
 import { validateResponseShape } from "../api/validate.js";
@@ -36,21 +36,6 @@ const USER_AGENT = "typed-eval/0.1 (remote evaluator)";
 
 /** How long an attempt waits for an answer unless told otherwise. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
-
-function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    signal?.throwIfAborted();
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      },
-      { once: true },
-    );
-  });
-}
 
 /** The outcome of one attempt: a response, or an error and whether to retry it. */
 type Attempt = { ok: true; response: SystemOneResponse } | { ok: false; error: TypedEvalError; retry: boolean; headers?: HeaderSource };
@@ -184,13 +169,13 @@ export class RemoteEvaluator implements Evaluator {
   }
 
   async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
-    const sleep = this.options.sleep ?? defaultSleep;
+    const wait = this.options.sleep ?? sleep;
     const first = options.retryCount ?? 0;
     for (let attempt = 0; ; attempt++) {
       const result = await this.attempt(request, first + attempt, options);
       if (result.ok) return { response: result.response };
       if (options.once || !result.retry || attempt >= this.policy.maxRetries) throw result.error;
-      await sleep(retryDelayMs(attempt, result.headers, this.policy, this.options.random), options.signal);
+      await wait(retryDelayMs(attempt, result.headers, this.policy, this.options.random), options.signal);
     }
   }
 

@@ -30,6 +30,7 @@
  * window waits for an empty window and is counted at the window's size.
  */
 import Bottleneck from "bottleneck";
+import { sleep } from "../api/retry.js";
 import { Pace, RetryBudget, type AttemptOutcome, type PaceReport, type PaceSettings } from "./pacing.js";
 
 export interface LimiterOptions {
@@ -46,22 +47,6 @@ export const DEFAULT_LIMITS = { requestsPerMinute: 1200, tokensPerSecond: 250_00
 
 /** Extra delay before a window gives units back, as a share of the window. */
 const TRANSIT_MARGIN = 0.01;
-
-/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
 
 /** A Bottleneck reservoir managed as a sliding window, handed out from leases. */
 class Window {

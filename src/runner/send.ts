@@ -13,11 +13,11 @@ import {
   UpstreamError,
   UpstreamUnavailableError,
 } from "../api/errors.js";
-import { backoffMs, DEFAULT_RETRY } from "../api/retry.js";
+import { backoffMs, DEFAULT_RETRY, sleep } from "../api/retry.js";
 import type { SystemOneRequest } from "../api/schema.js";
 import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
 import type { ErrorEntry } from "./journal.js";
-import { sleep, type RunLimiter } from "./limiter.js";
+import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
 
 /** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
