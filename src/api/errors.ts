@@ -208,3 +208,13 @@ export function errorFromResponse(status: number, body: unknown, retryAfterMs: n
       return new UpstreamError(status, message);
   }
 }
+
+/**
+ * The invocation, a file it names, or the input cannot be used (a bad flag,
+ * job file, registry, accounts file, input or journal): the command line
+ * prints the message on one line and exits 2. Every layer's such errors
+ * extend it, so the command line needs no list of them.
+ */
+export class InvocationError extends Error {
+  override name = "InvocationError";
+}

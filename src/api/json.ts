@@ -2,8 +2,11 @@
  * Request body parsing: JSON only, nesting bounded before parsing (so a
  * hostile body cannot exhaust the parser's stack), and every failure a
  * FastAPI-shaped 422 `json_invalid` at the byte position where it failed.
+ * And the one way a JSON file given by path is read (accounts, registries,
+ * calibrations, usage summaries).
  */
-import { UnprocessableEntityError } from "./errors.js";
+import { readFileSync } from "node:fs";
+import { InvocationError, UnprocessableEntityError } from "./errors.js";
 
 /** Deepest nesting of arrays and objects a body may have. */
 export const MAX_JSON_DEPTH = 64;
@@ -132,5 +135,14 @@ export function parseJsonBody(text: string): unknown {
     return JSON.parse(text);
   } catch (error) {
     throw invalid(Math.max(0, syntaxErrorAt(text)), (error as Error).message);
+  }
+}
+
+/** A JSON file's value; a missing, unreadable or malformed file throws `Kind` in one line: "cannot read <what> <path>: <why>". */
+export function readJsonFile(path: string, what: string, Kind: new (message: string) => Error = InvocationError): unknown {
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as unknown;
+  } catch (error) {
+    throw new Kind(`cannot read ${what} ${path}: ${(error as Error).message}`);
   }
 }

@@ -1,3 +1,5 @@
+import { InvocationError } from "../api/errors.js";
+
 /** Exit codes a scheduler can act on (the same for every command). */
 export const EXIT = {
   /** Everything succeeded. */
@@ -29,6 +31,6 @@ export const EXIT = {
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
 /** A bad argument value: one line on stderr, exit 2. */
-export class UsageError extends Error {
+export class UsageError extends InvocationError {
   override name = "UsageError";
 }

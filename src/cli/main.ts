@@ -11,32 +11,11 @@ import { serveCommand } from "./serve.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
 import { EXIT, UsageError } from "./exit.js";
+import { InvocationError } from "../api/errors.js";
 import { assessCommand, thresholdsCommand } from "./assess.js";
 import { reportCommand } from "./report.js";
 import { calibrateCommand } from "./calibrate.js";
-import { QualityInputError } from "../quality/answers.js";
-import { DownloadError } from "../models/download.js";
-import { RegistryError } from "../models/registry.js";
-import { AccountsError } from "../server/accounts.js";
-import { JobError } from "../runner/job.js";
 import { SourceError } from "../runner/sources.js";
-import { BackendError } from "../engines/llama.js";
-import { JournalMismatchError } from "../runner/journal.js";
-import { PromptUnavailableError } from "../evaluator/router.js";
-
-/** Errors that mean the invocation, a file it names, or the input cannot be used: one line, exit 2. */
-const USAGE_ERRORS = [
-  BackendError,
-  RegistryError,
-  DownloadError,
-  AccountsError,
-  JobError,
-  SourceError,
-  QualityInputError,
-  UsageError,
-  JournalMismatchError,
-  PromptUnavailableError,
-];
 
 const COMMANDS = [
   runCommand,
@@ -69,7 +48,7 @@ function onceEach(argv: Record<string, unknown>): true {
 /** One line and exit 2 for a usage error, wherever it is thrown. */
 function usageExit(err: unknown): void {
   // yargs rewraps what a `coerce` throws (our option checks) as a YError: also a usage error.
-  if (USAGE_ERRORS.some((kind) => err instanceof kind) || (err instanceof Error && err.name === "YError")) {
+  if (err instanceof InvocationError || (err instanceof Error && err.name === "YError")) {
     process.stderr.write(`typed-eval: ${(err as Error).message}\n`);
     process.exit(err instanceof SourceError && err.absent ? EXIT.noInput : EXIT.usage);
   }

@@ -1,7 +1,7 @@
-import { readFileSync } from "node:fs";
+import { readJsonFile } from "../api/json.js";
 import type { CommandModule } from "yargs";
 import { isSummary, mergeSummaries, type UsageSummary } from "../runner/usage.js";
-import { EXIT } from "./exit.js";
+import { EXIT, UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
 
 interface UsageArgs {
@@ -22,14 +22,7 @@ export const usageCommand: CommandModule<object, UsageArgs> = {
   handler: (args) => {
     const summaries: UsageSummary[] = [];
     for (const file of args.files) {
-      let json: unknown;
-      try {
-        json = JSON.parse(readFileSync(file, "utf8"));
-      } catch (error) {
-        process.stderr.write(`typed-eval: cannot read ${file}: ${(error as Error).message}\n`);
-        process.exitCode = EXIT.usage;
-        return;
-      }
+      const json = readJsonFile(file, "usage summary", UsageError);
       if (!isSummary(json)) {
         process.stderr.write(`typed-eval: ${file} is not a typed-eval usage summary\n`);
         process.exitCode = EXIT.usage;

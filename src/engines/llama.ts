@@ -28,13 +28,14 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import type { Engine, EngineStats, ScoreTask, Token } from "./engine.js";
+import { InvocationError } from "../api/errors.js";
 
 /** Which llama.cpp backend to load: a GPU one by name, the best available ("auto", falling back to the CPU), or the CPU ("off"). */
 export const GPU_CHOICES = ["auto", "cuda", "vulkan", "metal", "off"] as const;
 export type GpuChoice = (typeof GPU_CHOICES)[number];
 
 /** An explicitly named backend that cannot be loaded here. */
-export class BackendError extends Error {
+export class BackendError extends InvocationError {
   override name = "BackendError";
 }
 

@@ -1,5 +1,5 @@
 /** Routes each request to the evaluator of the model it names; unknown names are a 422 listing the valid ones. */
-import { UnprocessableEntityError } from "../api/errors.js";
+import { InvocationError, UnprocessableEntityError } from "../api/errors.js";
 import type { ModelMetadata, SystemOneRequest } from "../api/schema.js";
 import type { EvaluateOptions, Evaluation, Evaluator, ModelSet } from "./evaluator.js";
 
@@ -15,7 +15,7 @@ export class AliasError extends Error {
 }
 
 /** Asked for the prompt of a model whose prompt is rendered elsewhere (a remote endpoint). */
-export class PromptUnavailableError extends Error {
+export class PromptUnavailableError extends InvocationError {
   override name = "PromptUnavailableError";
   constructor(model: string) {
     super(`model ${model} is served by a remote endpoint, which renders its own prompt: --print-prompt shows embedded models' prompts only`);

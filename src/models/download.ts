@@ -9,6 +9,7 @@ import { dirname } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ModelEntry } from "./registry.js";
+import { InvocationError } from "../api/errors.js";
 
 export type Progress = (received: number, total: number | undefined) => void;
 
@@ -20,7 +21,7 @@ export function downloadUrl(uri: string): string {
   return `${endpoint}/${hf[1]}/${hf[2]}/resolve/main/${hf[3]}`;
 }
 
-export class DownloadError extends Error {
+export class DownloadError extends InvocationError {
   override name = "DownloadError";
 }
 

@@ -3,8 +3,8 @@
  * version, where its weights come from, and what it costs. The bundled file
  * can be extended or overridden by a user file (`TYPED_EVAL_MODELS_FILE`).
  */
-import { describeIssues } from "../api/errors.js";
-import { readFileSync } from "node:fs";
+import { describeIssues, InvocationError } from "../api/errors.js";
+import { readJsonFile } from "../api/json.js";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Type, type Static } from "@sinclair/typebox";
@@ -48,7 +48,7 @@ type RegistryFile = Static<typeof RegistryFile>;
 const TEMPLATE_NAMES = new Set(["chatml", "llama3", "gemma", "plain"]);
 
 /** A registry file that fails its checks; the message lists every problem. */
-export class RegistryError extends Error {
+export class RegistryError extends InvocationError {
   override name = "RegistryError";
 }
 
@@ -122,12 +122,7 @@ export class ModelRegistry {
     const dirs = new Map<ModelEntry, string>();
     let entries = own.models;
     if (userFile) {
-      let json: unknown;
-      try {
-        json = JSON.parse(readFileSync(userFile, "utf8"));
-      } catch (error) {
-        throw new RegistryError(`cannot read model registry ${userFile}: ${(error as Error).message}`);
-      }
+      const json = readJsonFile(userFile, "model registry", RegistryError);
       const extra = parse(json, basename(userFile));
       problems.push(...check(extra, userFile));
       const replaced = new Set(extra.models.map((m) => m.name));

@@ -9,6 +9,7 @@ import type { Content, Question, QuestionType } from "../api/schema.js";
 import { questionLabels } from "../evaluator/calibration.js";
 import { valueAt } from "../runner/records.js";
 import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
+import { InvocationError } from "../api/errors.js";
 
 /** A question as the quality tools see it: its type and its labels in answer order. */
 export interface QuestionInfo {
@@ -29,7 +30,7 @@ export interface AnswerRow {
   mass?: Record<string, number>;
 }
 
-export class QualityInputError extends Error {
+export class QualityInputError extends InvocationError {
   override name = "QualityInputError";
 }
 

@@ -4,7 +4,7 @@
  * cross-validation on held-out rows (never in-sample numbers); and the
  * label-prior corrections that need no gold labels (batch, contextual).
  */
-import { readFileSync } from "node:fs";
+import { readJsonFile } from "../api/json.js";
 import type { Answer, Question } from "../api/schema.js";
 import {
   applyMap,
@@ -169,13 +169,7 @@ export function movement(
 
 /** Reads and checks a calibration file. */
 export function loadCalibration(path: string): CalibrationFile {
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(path, "utf8"));
-  } catch (error) {
-    throw new QualityInputError(`cannot read calibration ${path}: ${(error as Error).message}`);
-  }
-  const file = json as Partial<CalibrationFile>;
+  const file = readJsonFile(path, "calibration", QualityInputError) as Partial<CalibrationFile>;
   if (file.kind !== "typed-eval.calibration" || file.version !== 1 || typeof file.questions !== "object" || file.questions === null) {
     throw new QualityInputError(`${path} is not a typed-eval calibration file (write one with typed-eval calibrate)`);
   }

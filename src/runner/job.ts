@@ -12,7 +12,7 @@
  * }
  * ```
  */
-import { describeIssues } from "../api/errors.js";
+import { describeIssues, InvocationError } from "../api/errors.js";
 import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { SystemOneRequest } from "../api/schema.js";
@@ -52,7 +52,7 @@ export type Job = Static<typeof JobSchema> & { model: string };
 /** Columns every CSV output and review file has besides kept fields and answers. */
 export const BUILT_IN_COLUMNS = ["id", "line", "source", "model", "input_tokens", "output_tokens", "dedup_of", "review_reason", "audit"];
 
-export class JobError extends Error {
+export class JobError extends InvocationError {
   override name = "JobError";
 }
 

@@ -8,6 +8,7 @@
 import { closeSync, createReadStream, existsSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import { createInterface } from "node:readline";
 import type { Answer, Usage } from "../api/schema.js";
+import { InvocationError } from "../api/errors.js";
 
 export interface AnswerEntry {
   k: "answer";
@@ -76,7 +77,7 @@ export interface InputEntry {
 export type Entry = AnswerEntry | ErrorEntry | RunEntry | InputEntry | KeepEntry;
 
 /** The journal holds another input's records. */
-export class JournalMismatchError extends Error {
+export class JournalMismatchError extends InvocationError {
   override name = "JournalMismatchError";
 }
 

@@ -9,6 +9,7 @@ import { createReadStream, statSync } from "node:fs";
 import { PassThrough, Transform, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
+import { InvocationError } from "../api/errors.js";
 import { depthExceededAt, MAX_JSON_DEPTH } from "../api/json.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
@@ -26,7 +27,7 @@ export interface Source {
   progress(): { bytes: number; total: number | undefined };
 }
 
-export class SourceError extends Error {
+export class SourceError extends InvocationError {
   override name = "SourceError";
   /** The input is not there at all (no such file, key or objects under a prefix): a scheduler may map this to "skipped". */
   readonly absent: boolean;

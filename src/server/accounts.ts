@@ -3,9 +3,10 @@
  * never the keys; a presented key is hashed and compared with every stored
  * hash in constant time, so timing tells nothing about which bytes matched.
  */
-import { describeIssues } from "../api/errors.js";
+import { describeIssues, InvocationError } from "../api/errors.js";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, renameSync, writeFileSync } from "node:fs";
+import { readJsonFile } from "../api/json.js";
 import { Type, type Static } from "@sinclair/typebox";
 import { validateAgainst } from "../api/validate.js";
 
@@ -36,7 +37,7 @@ const AccountsFile = Type.Object({ accounts: Type.Array(Account) }, { additional
 export type Account = Static<typeof Account>;
 export type AccountsFile = Static<typeof AccountsFile>;
 
-export class AccountsError extends Error {
+export class AccountsError extends InvocationError {
   override name = "AccountsError";
 }
 
@@ -69,12 +70,7 @@ export class AccountStore {
 
   /** Reads and checks an accounts file. */
   static load(path: string): AccountStore {
-    let json: unknown;
-    try {
-      json = JSON.parse(readFileSync(path, "utf8"));
-    } catch (error) {
-      throw new AccountsError(`cannot read accounts file ${path}: ${(error as Error).message}`);
-    }
+    const json = readJsonFile(path, "accounts file", AccountsError);
     const result = validateAgainst<AccountsFile>(AccountsFile, json, [path]);
     if (!result.ok) throw new AccountsError(describeIssues(result.errors, "\n"));
     return new AccountStore(result.value);
