@@ -15,6 +15,7 @@ import type { CalibrationFile } from "../../src/quality/calibrate.js";
 import type { Assessment } from "../../src/quality/assess.js";
 import type { UsageSummary } from "../../src/runner/usage.js";
 import { BIN } from "../support/cli.js";
+import { whenFile } from "../support/watch.js";
 import { generatedModel, TINY } from "../support/models.js";
 
 let modelPath: string;
@@ -305,20 +306,10 @@ describe("review routing", () => {
     const env = { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" };
     const child = spawn(process.execPath, args, { cwd: dir, env, stdio: "ignore" });
     // Kill once the journal holds some finished records.
-    await new Promise<void>((resolve) => {
-      const poll = setInterval(() => {
-        const journal = `${target}.journal`;
-        if (existsSync(journal) && readFileSync(journal, "utf8").split("\n").length > 20) {
-          clearInterval(poll);
-          child.kill("SIGKILL");
-          resolve();
-        }
-      }, 10);
-      child.on("exit", () => {
-        clearInterval(poll);
-        resolve();
-      });
-    });
+    // (100 records at the default 1,200 requests/min take 5 s: the run cannot end first.)
+    const when = await whenFile(`${target}.journal`, (text) => text.split("\n").length > 20, child);
+    expect(when, "the run finished before it could be killed").toBe("ready");
+    child.kill("SIGKILL");
     await new Promise((resolve) => child.on("exit", resolve).exitCode !== null && resolve(undefined));
     expect(existsSync(`${target}.review.jsonl`)).toBe(false);
     expect(cli(["run", big, "--job", jobPath, "-o", target, "--review-below", "0.9"]).code).toBe(0);

@@ -10,6 +10,7 @@ import type { SystemOneResponse } from "../../src/api/schema.js";
 import type { UsageSummary } from "../../src/runner/usage.js";
 import { generatedModel, TINY } from "../support/models.js";
 import { BIN } from "../support/cli.js";
+import { whenFile } from "../support/watch.js";
 
 let modelPath: string;
 let dir: string;
@@ -292,24 +293,13 @@ describe("resume after kill -9", () => {
     const args = [BIN, "run", input, "--job", jobPath(), "-o", out];
     const env = { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" };
     const child = spawn(process.execPath, args, { cwd: dir, env, stdio: "ignore" });
-    // Kill it once a good share of records is journaled.
+    // Kill it once a good share of records is journaled, and what the run spent so far (at the default 1,200 requests/min,
+    // the 400 records take 20 s: the run cannot end first).
     const journal = `${out}.journal`;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setInterval(() => {
-        const text = existsSync(journal) ? readFileSync(journal, "utf8") : "";
-        // Once a good share of records is journaled, and what the run spent so far.
-        if (text.split("\n").length > 60 && text.includes('"k":"run"')) {
-          clearInterval(timer);
-          child.kill("SIGKILL");
-          resolve();
-        }
-      }, 20);
-      child.on("exit", () => {
-        clearInterval(timer);
-        reject(new Error("the run finished before it could be killed"));
-      });
-    });
-    await new Promise((resolve) => child.on("exit", resolve));
+    const when = await whenFile(journal, (text) => text.split("\n").length > 60 && text.includes('"k":"run"'), child);
+    expect(when, "the run finished before it could be killed").toBe("ready");
+    child.kill("SIGKILL");
+    await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(undefined) : child.on("exit", resolve)));
     expect(existsSync(out)).toBe(false); // no output left looking complete
     const before = readFileSync(journal, "utf8")
       .split("\n")
