@@ -1,37 +1,33 @@
 import { readFile } from "node:fs/promises";
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
 import { validateRequest } from "../api/validate.js";
 import { UnprocessableEntityError } from "../api/errors.js";
 import { EXIT, UsageError } from "./exit.js";
 import { readInput } from "./input.js";
-import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+import { openModelFromArgs, withModelOptions } from "./model-options.js";
+import type { ArgsOf } from "./args.js";
 
-interface AskArgs extends ModelArgs {
-  questions: string;
-  state: string | undefined;
-  text: boolean;
-  diagnostics: boolean;
-  "print-prompt": boolean;
+function withAskOptions<T>(y: Argv<T>) {
+  return withModelOptions(
+    y
+      .option("questions", {
+        alias: "q",
+        type: "string",
+        demandOption: true,
+        describe: "JSON file with a `questions` map (a job file or a request body)",
+      })
+      .option("state", { alias: "s", type: "string", describe: "state file (JSON, or text with --text); - or omitted for stdin" })
+      .option("text", { type: "boolean", default: false, describe: "send the state as text even if it parses as JSON" })
+      .option("diagnostics", { type: "boolean", default: false, describe: "also print each answer's label mass" })
+      .option("print-prompt", { type: "boolean", default: false, describe: "print the exact text the model reads, instead of answering" }),
+  );
 }
 
 /** `typed-eval ask`: one request from the command line; prints the response JSON. */
-export const askCommand: CommandModule<object, AskArgs> = {
+export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = {
   command: "ask",
   describe: "Answer one request: a state from a file or stdin, questions from a job file",
-  builder: (y) =>
-    withModelOptions(
-      y
-        .option("questions", {
-          alias: "q",
-          type: "string",
-          demandOption: true,
-          describe: "JSON file with a `questions` map (a job file or a request body)",
-        })
-        .option("state", { alias: "s", type: "string", describe: "state file (JSON, or text with --text); - or omitted for stdin" })
-        .option("text", { type: "boolean", default: false, describe: "send the state as text even if it parses as JSON" })
-        .option("diagnostics", { type: "boolean", default: false, describe: "also print each answer's label mass" })
-        .option("print-prompt", { type: "boolean", default: false, describe: "print the exact text the model reads, instead of answering" }),
-    ),
+  builder: withAskOptions,
   handler: async (args) => {
     let questions: unknown;
     try {

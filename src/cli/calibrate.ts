@@ -11,25 +11,11 @@ import { favourSize, jobQuestions } from "./assess.js";
 import { UsageError } from "./exit.js";
 import { writeFileAtomic } from "./files.js";
 import { numeric } from "./checks.js";
-import { withModelOptions, type ModelArgs } from "./model-options.js";
+import { withModelOptions } from "./model-options.js";
+import type { ArgsOf } from "./args.js";
 import { openEvaluator } from "./run.js";
 
 const METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
-
-interface CalibrateArgs extends ModelArgs {
-  answers: string;
-  gold: string | undefined;
-  job: string | undefined;
-  method: (typeof METHODS)[number];
-  folds: number;
-  seed: number;
-  output: string;
-  "id-field": string | undefined;
-  "allow-unmatched": boolean;
-  "base-url": string | undefined;
-  "api-key-env": string;
-  timeout: number;
-}
 
 /** The model identity and versioned id a run's answers came from, from the usage summary beside them. */
 function answersIdentity(answers: string): { identity: string | null; model: string | null } {
@@ -74,31 +60,31 @@ function describeFit(name: string, q: FittedQuestion): string {
   return line;
 }
 
+function withCalibrateOptions<T>(y: Argv<T>) {
+  return withModelOptions(y)
+    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
+    .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
+    .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
+    .option("method", {
+      choices: METHODS,
+      default: "auto" as const,
+      describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold",
+    })
+    .option("folds", numeric("folds", { integer: true, min: 2, max: 100 }, { default: 5, describe: "cross-validation folds" }))
+    .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of the fold split" }))
+    .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the calibration file (JSON)" })
+    .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
+    .option("allow-unmatched", { type: "boolean", default: false, describe: "fit even when some gold ids are not in the answers" })
+    .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
+    .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
+    .option("timeout", numeric("timeout", { above: 0 }, { default: DEFAULT_TIMEOUT_MS / 1000, describe: "contextual: seconds to wait for a remote answer" }));
+}
+
 /** `typed-eval calibrate`: fit a calibration from gold labels (or without them) for `run --calibration`. */
-export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
+export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrateOptions>> = {
   command: "calibrate <answers>",
   describe: "Fit a calibration on a run's answers (gold labels, or batch/contextual without them) for run --calibration",
-  builder: (y) =>
-    (withModelOptions(y) as Argv<ModelArgs>)
-      .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
-      .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
-      .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
-      .option("method", {
-        choices: METHODS,
-        default: "auto" as const,
-        describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold",
-      })
-      .option("folds", numeric("folds", { integer: true, min: 2, max: 100 }, { default: 5, describe: "cross-validation folds" }))
-      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of the fold split" }))
-      .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the calibration file (JSON)" })
-      .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
-      .option("allow-unmatched", { type: "boolean", default: false, describe: "fit even when some gold ids are not in the answers" })
-      .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
-      .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
-      .option(
-        "timeout",
-        numeric("timeout", { above: 0 }, { default: DEFAULT_TIMEOUT_MS / 1000, describe: "contextual: seconds to wait for a remote answer" }),
-      ) as unknown as Argv<CalibrateArgs>,
+  builder: withCalibrateOptions,
   handler: async (args) => {
     const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";
     if (fitted && !args.gold)

@@ -1,17 +1,18 @@
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
 import { createLogger } from "../logging/logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
-import { prepareJob, withJobOptions, type JobArgs } from "./run.js";
+import { prepareJob, withJobOptions } from "./run.js";
+import type { ArgsOf } from "./args.js";
 
-interface EstimateArgs extends JobArgs {
-  json: boolean;
+function withEstimateOptions<T>(y: Argv<T>) {
+  return withJobOptions(y).option("json", { type: "boolean", default: false, describe: "print JSON" });
 }
 
 /** `typed-eval estimate`: requests, tokens, cost and time of a job, without calling any model. */
-export const estimateCommand: CommandModule<object, EstimateArgs> = {
+export const estimateCommand: CommandModule<object, ArgsOf<typeof withEstimateOptions>> = {
   command: "estimate <input>",
   describe: "Count a job's requests, tokens, cost and the time the limits allow, without calling any model",
-  builder: (y) => withJobOptions(y).option("json", { type: "boolean", default: false, describe: "print JSON" }),
+  builder: withEstimateOptions,
   handler: async (args) => {
     const { job, source, evaluator, shard, price } = await prepareJob(args, createLogger());
     const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });

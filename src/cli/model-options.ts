@@ -8,17 +8,10 @@ import { numeric } from "./checks.js";
 import { GPU_CHOICES, type GpuChoice } from "../engines/llama.js";
 import { createLogger } from "../logging/logger.js";
 import { UsageError } from "./exit.js";
+import type { ArgsOf } from "./args.js";
 
-export interface ModelArgs {
-  model: string;
-  "model-path": string | undefined;
-  "models-file": string | undefined;
-  threads: number | undefined;
-  "context-size": number | undefined;
-  gpu: GpuChoice;
-}
-
-export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
+/** The model options, declared once: their types are `ModelArgs`. */
+export function withModelOptions<T>(y: Argv<T>) {
   return y
     .option("model", { type: "string", default: "default", describe: "model name, alias or versioned id (see `typed-eval models list`)" })
     .option("model-path", {
@@ -47,8 +40,10 @@ export function withModelOptions<T>(y: Argv<T>): Argv<T & ModelArgs> {
         { integer: true, min: 64, max: 1_048_576 },
         { describe: `tokens per sequence (default: the model's, at most ${DEFAULT_CONTEXT})` },
       ),
-    ) as Argv<T & ModelArgs>;
+    );
 }
+
+export type ModelArgs = ArgsOf<typeof withModelOptions>;
 
 /** The default backend: `$TYPED_EVAL_GPU` when it names one, else auto. */
 export function defaultGpu(): GpuChoice {

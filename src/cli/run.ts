@@ -20,7 +20,7 @@ import { parseShard, prepareItem, type Shard } from "../runner/records.js";
 import { firstRecords, sampleRecords } from "../runner/selection.js";
 import { RUN_DEFAULTS, runJob, type RunOptions } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
-import { formatOf, openLocalSource, type Format, type Source } from "../runner/sources.js";
+import { formatOf, openLocalSource, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT, UsageError, type ExitCode } from "./exit.js";
 import { acquireLock, LockedError, type Lock } from "../runner/lock.js";
@@ -30,48 +30,11 @@ import { folderFor } from "./files.js";
 import { numeric } from "./checks.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+import type { ArgsOf } from "./args.js";
 import { progressBar } from "./progress.js";
 
-export interface JobArgs extends ModelArgs {
-  input: string;
-  job: string;
-  format: Format | undefined;
-  "base-url": string | undefined;
-  "api-key-env": string;
-  rpm: number;
-  tps: number;
-  concurrency: number | undefined;
-  timeout: number;
-  shard: string | undefined;
-  price: number | undefined;
-  limit: number | undefined;
-  sample: number | undefined;
-  seed: number;
-}
-
-interface RunArgs extends JobArgs {
-  output: string | undefined;
-  "output-format": Format | undefined;
-  errors: string | undefined;
-  journal: string | undefined;
-  "dry-run": boolean;
-  "max-retries": number;
-  "max-failures-in-a-row": number;
-  "max-error-rate": number;
-  "summary-json": string | undefined;
-  grace: number;
-  "journal-flush": number;
-  calibration: string | undefined;
-  "force-calibration": boolean;
-  "review-below": number | undefined;
-  "audit-sample": string | undefined;
-  "audit-seed": number;
-  "csv-bom": boolean;
-  "print-prompt": boolean;
-}
-
-/** Options shared by `run` and `estimate`. */
-export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
+/** Options shared by `run` and `estimate`, declared once: their types are `JobArgs`. */
+export function withJobOptions<T>(y: Argv<T>) {
   return withModelOptions(
     y
       .positional("input", {
@@ -110,8 +73,10 @@ export function withJobOptions<T>(y: Argv<T>): Argv<T & JobArgs> {
       )
       .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of --sample" }))
       .conflicts("limit", "sample"),
-  ) as Argv<T & JobArgs>;
+  );
 }
+
+export type JobArgs = ArgsOf<typeof withJobOptions>;
 
 /** Checks `--shard` when it is parsed, so a bad one is a one-line usage error; keeps the text (it names the journal). */
 function shardText(value: unknown): string {
@@ -264,95 +229,98 @@ function target(location: string): OutputTarget {
   return isS3(location) ? s3Target(location) : localTarget(location);
 }
 
+/** The options of `run`, declared once: their types are `RunArgs`. */
+function withRunOptions<T>(y: Argv<T>) {
+  return withJobOptions(y)
+    .option("output", {
+      alias: "o",
+      type: "string",
+      describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
+    })
+    .option("output-format", { choices: ["jsonl", "csv"] as const, describe: "answers format (default: from the output's extension)" })
+    .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
+    .option("journal", {
+      type: "string",
+      describe: "the resumable run state: a path, or s3://bucket/prefix/ to resume on any machine (default: <output>.journal, an S3 prefix for an S3 output)",
+    })
+    .option(
+      "journal-flush",
+      numeric(
+        "journal-flush",
+        { above: 0 },
+        { default: S3_FLUSH_MS / 1000, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
+      ),
+    )
+    .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
+    .option(
+      "max-retries",
+      numeric(
+        "max-retries",
+        { integer: true, min: 0, max: 100 },
+        { default: RUN_DEFAULTS.maxRetries, describe: "retries per record on 408, 429, 5xx and network errors" },
+      ),
+    )
+    .option(
+      "max-error-rate",
+      numeric(
+        "max-error-rate",
+        { min: 0, max: 1 },
+        { default: RUN_DEFAULTS.maxErrorRate, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" },
+      ),
+    )
+    .option("summary-json", {
+      type: "string",
+      describe: "also write the usage summary (with the run's status) here, whatever the outcome: e.g. /airflow/xcom/return.json",
+    })
+    .option(
+      "grace",
+      numeric(
+        "grace",
+        { min: 0 },
+        {
+          default: RUN_DEFAULTS.graceMs / 1000,
+          describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)",
+        },
+      ),
+    )
+    .option(
+      "max-failures-in-a-row",
+      numeric(
+        "max-failures-in-a-row",
+        { integer: true, min: 1 },
+        { default: RUN_DEFAULTS.maxFailuresInARow, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" },
+      ),
+    )
+    .option("calibration", {
+      type: "string",
+      describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers",
+    })
+    .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
+    .option(
+      "review-below",
+      numeric(
+        "review-below",
+        { min: 0, max: 1 },
+        { describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" },
+      ),
+    )
+    .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
+    .option("audit-seed", numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }))
+    .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" })
+    .option("print-prompt", {
+      type: "boolean",
+      default: false,
+      describe: "print the exact text the embedded model reads for the first usable record, and stop",
+    });
+}
+
+type RunArgs = ArgsOf<typeof withRunOptions>;
+
 /** `typed-eval run`: the batch job. */
 export const runCommand: CommandModule<object, RunArgs> = {
   command: "run <input>",
   describe: "Answer a job's questions for every record of a JSONL or CSV input; resumable",
-  builder: (y) =>
-    withJobOptions(y)
-      .option("output", {
-        alias: "o",
-        type: "string",
-        describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
-      })
-      .option("output-format", { choices: ["jsonl", "csv"] as const, describe: "answers format (default: from the output's extension)" })
-      .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
-      .option("journal", {
-        type: "string",
-        describe: "the resumable run state: a path, or s3://bucket/prefix/ to resume on any machine (default: <output>.journal, an S3 prefix for an S3 output)",
-      })
-      .option(
-        "journal-flush",
-        numeric(
-          "journal-flush",
-          { above: 0 },
-          { default: S3_FLUSH_MS / 1000, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
-        ),
-      )
-      .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
-      .option(
-        "max-retries",
-        numeric(
-          "max-retries",
-          { integer: true, min: 0, max: 100 },
-          { default: RUN_DEFAULTS.maxRetries, describe: "retries per record on 408, 429, 5xx and network errors" },
-        ),
-      )
-      .option(
-        "max-error-rate",
-        numeric(
-          "max-error-rate",
-          { min: 0, max: 1 },
-          { default: RUN_DEFAULTS.maxErrorRate, describe: "the share of records that may fail with the run still exiting 0; above it, exit 1" },
-        ),
-      )
-      .option("summary-json", {
-        type: "string",
-        describe: "also write the usage summary (with the run's status) here, whatever the outcome: e.g. /airflow/xcom/return.json",
-      })
-      .option(
-        "grace",
-        numeric(
-          "grace",
-          { min: 0 },
-          {
-            default: RUN_DEFAULTS.graceMs / 1000,
-            describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)",
-          },
-        ),
-      )
-      .option(
-        "max-failures-in-a-row",
-        numeric(
-          "max-failures-in-a-row",
-          { integer: true, min: 1 },
-          { default: RUN_DEFAULTS.maxFailuresInARow, describe: "abort, resumably (exit 3), once this many records in a row fail on the endpoint's side" },
-        ),
-      )
-      .option("calibration", {
-        type: "string",
-        describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers",
-      })
-      .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
-      .option(
-        "review-below",
-        numeric(
-          "review-below",
-          { min: 0, max: 1 },
-          { describe: "write rows whose top-label probability is below this, for any question, to <output>.review.jsonl (or .csv)" },
-        ),
-      )
-      .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
-      .option(
-        "audit-seed",
-        numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }),
-      )
-      .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" })
-      .option("print-prompt", {
-        type: "boolean",
-        default: false,
-        describe: "print the exact text the embedded model reads for the first usable record, and stop",
-      }),
+  builder: withRunOptions,
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
     // lets the heap grow with the input before it collects (260 MiB peak at

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { createLogger } from "../logging/logger.js";
 import { AccountStore } from "../server/accounts.js";
@@ -7,83 +7,69 @@ import { SERVER_DEFAULTS } from "../server/app.js";
 import { startServer } from "../server/serve.js";
 import { EXIT, UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
-import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+import { openModelFromArgs, withModelOptions } from "./model-options.js";
+import type { ArgsOf } from "./args.js";
 import { accountsFileOption } from "./keys.js";
 
-interface ServeArgs extends ModelArgs {
-  host: string;
-  port: number;
-  "accounts-file": string;
-  models: string[];
-  "max-queue": number;
-  "body-limit": number;
-  "shutdown-grace": number;
-  sequences: number | undefined;
-  alias: string[];
-  lenient: boolean;
-  "metrics-port": number | undefined;
+function withServeOptions<T>(y: Argv<T>) {
+  return withModelOptions(
+    accountsFileOption(y)
+      .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
+      .option(
+        "port",
+        numeric(
+          "port",
+          { integer: true, min: 0, max: 65535 },
+          { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" },
+        ),
+      )
+      .option("models", {
+        type: "array",
+        string: true,
+        default: [] as string[],
+        describe: "models to serve (names, aliases or versioned ids); default: --model",
+      })
+      .option(
+        "max-queue",
+        numeric("max-queue", { integer: true, min: 1 }, { default: SERVER_DEFAULTS.maxQueue, describe: "requests in progress beyond which new ones get 529" }),
+      )
+      .option(
+        "body-limit",
+        numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }),
+      )
+      .option(
+        "shutdown-grace",
+        numeric("shutdown-grace", { min: 0 }, { default: SERVER_DEFAULTS.shutdownGraceMs, describe: "ms SIGTERM waits for in-flight requests" }),
+      )
+      .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
+      .option(
+        "metrics-port",
+        numeric(
+          "metrics-port",
+          { integer: true, min: 0, max: 65535 },
+          { describe: "serve GET /metrics (Prometheus) on this port instead of the API's, which then has none" },
+        ),
+      )
+      .option("lenient", {
+        type: "boolean",
+        default: false,
+        describe:
+          "ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos, instead of a 422 (for clients that send extensions)",
+      })
+      .option("alias", {
+        type: "array",
+        string: true,
+        default: [] as string[],
+        describe: "NAME=MODEL: another name for a served model, e.g. jev-latest=default (the official SDK's default model); repeatable",
+      }),
+  );
 }
 
 /** `typed-eval serve`: the System One v1 HTTP API. */
-export const serveCommand: CommandModule<object, ServeArgs> = {
+export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>> = {
   command: "serve",
   describe: "Serve the System One v1 HTTP API (POST /v1/systemone, GET /v1/models)",
-  builder: (y) =>
-    withModelOptions(
-      accountsFileOption(y)
-        .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
-        .option(
-          "port",
-          numeric(
-            "port",
-            { integer: true, min: 0, max: 65535 },
-            { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" },
-          ),
-        )
-        .option("models", {
-          type: "array",
-          string: true,
-          default: [] as string[],
-          describe: "models to serve (names, aliases or versioned ids); default: --model",
-        })
-        .option(
-          "max-queue",
-          numeric(
-            "max-queue",
-            { integer: true, min: 1 },
-            { default: SERVER_DEFAULTS.maxQueue, describe: "requests in progress beyond which new ones get 529" },
-          ),
-        )
-        .option(
-          "body-limit",
-          numeric("body-limit", { integer: true, min: 1 }, { default: MAX_BODY_BYTES, describe: "largest request body in bytes (413 beyond)" }),
-        )
-        .option(
-          "shutdown-grace",
-          numeric("shutdown-grace", { min: 0 }, { default: SERVER_DEFAULTS.shutdownGraceMs, describe: "ms SIGTERM waits for in-flight requests" }),
-        )
-        .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
-        .option(
-          "metrics-port",
-          numeric(
-            "metrics-port",
-            { integer: true, min: 0, max: 65535 },
-            { describe: "serve GET /metrics (Prometheus) on this port instead of the API's, which then has none" },
-          ),
-        )
-        .option("lenient", {
-          type: "boolean",
-          default: false,
-          describe:
-            "ignore unknown keys inside questions, noul criteria keys other than true/false, images and videos, instead of a 422 (for clients that send extensions)",
-        })
-        .option("alias", {
-          type: "array",
-          string: true,
-          default: [] as string[],
-          describe: "NAME=MODEL: another name for a served model, e.g. jev-latest=default (the official SDK's default model); repeatable",
-        }),
-    ),
+  builder: withServeOptions,
   handler: async (args) => {
     const aliases = args.alias.map((text) => {
       const at = text.indexOf("=");
