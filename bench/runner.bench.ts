@@ -6,7 +6,8 @@
  * - sporadic faults: 5% 529 + 5% 500 + 2% resets per attempt, no retry headers;
  * - a 10-second storm in which every attempt gets 529;
  * - an upstream that silently allows half the configured limit;
- * then throughput and peak memory with an upstream that answers at once,
+ * then throughput and peak memory with an upstream that answers at once
+ * (JSONL, and Parquet against JSONL side by side),
  * and the estimate against the tokens really used (embedded model).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -28,6 +29,7 @@ import { localTarget } from "../src/runner/outputs.js";
 import { runJob } from "../src/runner/run.js";
 import { openLocalSource } from "../src/runner/sources.js";
 import { generatedModel, TINY } from "../test/support/models.js";
+import { ByteWriter, ParquetWriter, type SchemaElement } from "hyparquet-writer";
 import type { Benchmark, Ratio } from "./harness.js";
 import type { UpstreamConfig } from "./upstream.js";
 
@@ -123,50 +125,53 @@ async function atLimit(label: string, records: number, stateChars: number, rpm: 
   }
 }
 
+/** One CLI run against an upstream that answers at once, limits far away: wall seconds and peak RSS (from /usr/bin/time). */
+function timedRun(input: string, out: string, url: string): { seconds: number; peakMiB: number } {
+  const jobPath = join(dir, "job.json");
+  writeFileSync(jobPath, JSON.stringify(job));
+  const started = Date.now();
+  const time = spawnSync(
+    "/usr/bin/time",
+    [
+      "-f",
+      "%M",
+      process.execPath,
+      join(import.meta.dirname, "../bin/typed-eval.js"),
+      "run",
+      input,
+      "--job",
+      jobPath,
+      "-o",
+      out,
+      "--base-url",
+      url,
+      "--rpm",
+      "1e12",
+      "--tps",
+      "1e15",
+      "--concurrency",
+      "64",
+    ],
+    { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
+  );
+  const seconds = (Date.now() - started) / 1000;
+  if (time.status !== 0) throw new Error(`run failed: ${time.stderr}`);
+  return { seconds, peakMiB: Number(time.stderr.trim().split("\n").at(-1)) / 1024 };
+}
+
 /**
- * Throughput and memory: the CLI itself (its peak RSS from /usr/bin/time), an
- * upstream that answers at once, limits far away, at several input sizes
- * (BENCH_RECORDS) to show memory stays flat.
+ * Throughput and memory: the CLI itself, an upstream that answers at once,
+ * at several input sizes (BENCH_RECORDS) to show memory stays flat.
  */
 async function throughput(figures: Record<string, number>, ratios: Ratio[]): Promise<void> {
   const up = await upstream({ minMs: 0, maxMs: 0, rpm: 1e12, tps: 1e15 });
   try {
-    const jobPath = join(dir, "job.json");
-    writeFileSync(jobPath, JSON.stringify(job));
     const sizes = (process.env["BENCH_RECORDS"] ?? "20000,100000").split(",").map(Number);
     const peaks: number[] = [];
     const rates: number[] = [];
     for (const n of sizes) {
       const input = await writeInput(`throughput-${n}.jsonl`, n, 900);
-      const out = join(dir, `throughput-${n}.out.jsonl`);
-      const started = Date.now();
-      const time = spawnSync(
-        "/usr/bin/time",
-        [
-          "-f",
-          "%M",
-          process.execPath,
-          join(import.meta.dirname, "../bin/typed-eval.js"),
-          "run",
-          input,
-          "--job",
-          jobPath,
-          "-o",
-          out,
-          "--base-url",
-          up.url,
-          "--rpm",
-          "1e12",
-          "--tps",
-          "1e15",
-          "--concurrency",
-          "64",
-        ],
-        { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
-      );
-      const seconds = (Date.now() - started) / 1000;
-      if (time.status !== 0) throw new Error(`run failed: ${time.stderr}`);
-      const peakMiB = Number(time.stderr.trim().split("\n").at(-1)) / 1024;
+      const { seconds, peakMiB } = timedRun(input, join(dir, `throughput-${n}.out.jsonl`), up.url);
       peaks.push(peakMiB);
       rates.push(n / seconds);
       figures[`throughput ${n} records (${((n * 960) / 2 ** 20).toFixed(0)} MiB): records/s`] = n / seconds;
@@ -176,6 +181,69 @@ async function throughput(figures: Record<string, number>, ratios: Ratio[]): Pro
     ratios.push({ name: "throughput: records/s, largest input", value: rates.at(-1)!, goal: { min: 1200 } });
     ratios.push({ name: "throughput: peak RSS MiB, largest input", value: peaks.at(-1)!, goal: { max: 300 } });
     ratios.push({ name: "throughput: peak RSS largest / smallest input", value: peaks.at(-1)! / peaks[0]! });
+  } finally {
+    up.stop();
+  }
+}
+
+/** The records of `writeInput` as a Parquet file (100,000-row groups, Snappy), written with hyparquet-writer. */
+async function writeParquetInput(name: string, records: number, stateChars: number): Promise<string> {
+  const path = join(dir, name);
+  const out = createWriteStream(path);
+  const bytes = new ByteWriter();
+  const schema: SchemaElement[] = [
+    { name: "root", num_children: 2 },
+    { name: "id", type: "BYTE_ARRAY", converted_type: "UTF8", repetition_type: "REQUIRED" },
+    { name: "text", type: "BYTE_ARRAY", converted_type: "UTF8", repetition_type: "REQUIRED" },
+  ];
+  const writer = new ParquetWriter({ writer: bytes, schema });
+  const pad = "x".repeat(Math.max(0, stateChars - 20));
+  const ship = async () => {
+    if (!out.write(Buffer.from(bytes.getBytes()))) await new Promise<void>((r) => out.once("drain", () => r()));
+    bytes.index = 0;
+  };
+  for (let start = 0; start < records; start += 100_000) {
+    const ids: string[] = [];
+    const texts: string[] = [];
+    for (let i = start; i < Math.min(records, start + 100_000); i++) {
+      ids.push(`r${i}`);
+      texts.push(`record ${i} ${pad}`);
+    }
+    writer.write({
+      columnData: [
+        { name: "id", data: ids },
+        { name: "text", data: texts },
+      ],
+      rowGroupSize: ids.length,
+    });
+    await ship();
+  }
+  writer.finish();
+  await ship();
+  await new Promise<void>((resolve) => out.end(resolve));
+  return path;
+}
+
+/**
+ * Parquet against JSONL, side by side in one run: the same records (BENCH_PARQUET_RECORDS,
+ * default 1,000,000) read from a Parquet file and answered into a Parquet output, then
+ * from a JSONL file into a JSONL output; records/s and peak RSS of each.
+ */
+async function parquet(figures: Record<string, number>, ratios: Ratio[]): Promise<void> {
+  const up = await upstream({ minMs: 0, maxMs: 0, rpm: 1e12, tps: 1e15 });
+  try {
+    const n = Number(process.env["BENCH_PARQUET_RECORDS"] ?? 1_000_000);
+    const rates: Record<string, number> = {};
+    for (const format of ["parquet", "jsonl"] as const) {
+      const input = format === "parquet" ? await writeParquetInput(`p-${n}.parquet`, n, 900) : await writeInput(`p-${n}.jsonl`, n, 900);
+      const { seconds, peakMiB } = timedRun(input, join(dir, `p-${n}.out.${format}`), up.url);
+      rates[format] = n / seconds;
+      figures[`${format} in and out, ${n} records: records/s`] = n / seconds;
+      figures[`${format} in and out, ${n} records: peak RSS MiB`] = peakMiB;
+      if (format === "parquet") ratios.push({ name: "parquet: peak RSS MiB", value: peakMiB, goal: { max: 300 } });
+      rmSync(input, { force: true });
+    }
+    ratios.push({ name: "parquet / jsonl records/s", value: (rates["parquet"] as number) / (rates["jsonl"] as number), goal: { min: 0.8 } });
   } finally {
     up.stop();
   }
@@ -271,8 +339,8 @@ const benchmark: Benchmark = {
   async run() {
     const figures: Record<string, number> = {};
     const ratios: Ratio[] = [];
-    // BENCH_PARTS picks parts (limits,faults,storm,half,throughput,bottleneck,estimate), e.g. for the 1,000,000-record run alone.
-    const parts = new Set((process.env["BENCH_PARTS"] ?? "limits,faults,storm,half,throughput,bottleneck,estimate").split(","));
+    // BENCH_PARTS picks parts (limits,faults,storm,half,throughput,parquet,bottleneck,estimate), e.g. for the 1,000,000-record run alone.
+    const parts = new Set((process.env["BENCH_PARTS"] ?? "limits,faults,storm,half,throughput,parquet,bottleneck,estimate").split(","));
     const seconds = Number(process.env["BENCH_LIMIT_SECONDS"] ?? 60);
     if (parts.has("limits")) {
       await atLimit("request-bound", 100 * seconds, 40, 6000, 1e9, figures, ratios);
@@ -283,6 +351,7 @@ const benchmark: Benchmark = {
     if (parts.has("storm")) await storm(figures, ratios);
     if (parts.has("half")) await halfLimit(seconds, figures, ratios);
     if (parts.has("throughput")) await throughput(figures, ratios);
+    if (parts.has("parquet")) await parquet(figures, ratios);
     if (parts.has("bottleneck")) await bottleneckCeiling(figures);
     if (!parts.has("estimate")) return { figures, ratios };
 

@@ -62,7 +62,7 @@ function describeFit(name: string, q: FittedQuestion): string {
 
 function withCalibrateOptions<T>(y: Argv<T>) {
   return withModelOptions(y)
-    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv)" })
+    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet)" })
     .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
     .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
     .option("method", {

@@ -16,11 +16,11 @@ import { localTarget, type OutputFormat, type OutputTarget } from "../runner/out
 import { parseShare, reviewThresholds } from "../runner/labels.js";
 import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
 import { questionLabels } from "../evaluator/calibration.js";
-import { parseShard, prepareItem, type Shard } from "../runner/records.js";
+import { fieldsRead, parseShard, prepareItem, type Shard } from "../runner/records.js";
 import { firstRecords, sampleRecords } from "../runner/selection.js";
 import { RUN_DEFAULTS, runJob, type RunOptions } from "../runner/run.js";
 import { isS3, openS3Source, s3Target } from "../runner/s3.js";
-import { formatOf, openLocalSource, type Source } from "../runner/sources.js";
+import { formatNamed, formatOf, openLocalSource, type Source } from "../runner/sources.js";
 import { describe as describeUsage } from "../runner/usage.js";
 import { EXIT, UsageError, type ExitCode } from "./exit.js";
 import { acquireLock, LockedError, type Lock } from "../runner/lock.js";
@@ -40,10 +40,13 @@ export function withJobOptions<T>(y: Argv<T>) {
       .positional("input", {
         type: "string",
         demandOption: true,
-        describe: "JSONL or CSV (optionally .gz): a path, - for stdin, s3://bucket/key or s3://bucket/prefix/",
+        describe: "JSONL or CSV (optionally .gz) or Parquet: a path, - for stdin (not Parquet), s3://bucket/key or s3://bucket/prefix/",
       })
       .option("job", { alias: "j", type: "string", demandOption: true, describe: "job file (questions, model, state and id fields)" })
-      .option("format", { choices: ["jsonl", "csv"] as const, describe: "input format (default: from the extension; stdin: jsonl)" })
+      .option("format", {
+        choices: ["jsonl", "csv", "parquet"] as const,
+        describe: "input format (default: from the extension, .csv, .parquet, else JSONL; under an S3 prefix, each key's own)",
+      })
       .option("base-url", {
         type: "string",
         default: process.env["TYPED_EVAL_BASE_URL"],
@@ -97,9 +100,10 @@ function shardText(value: unknown): string {
 export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args), beforeModel?: () => void | Promise<void>) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
   const format = formatOf(args.input, args.format);
+  const fields = fieldsRead(job);
   let source: Source = isS3(args.input)
-    ? await openS3Source(args.input, format, undefined, (message, keys) => logger.info({ skipped: keys }, message))
-    : openLocalSource(args.input, format);
+    ? await openS3Source(args.input, args.format, { fields, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
+    : openLocalSource(args.input, format, { fields });
   if (args.limit !== undefined) source = firstRecords(source, args.limit);
   if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
   checkBaseUrl(args["base-url"]);
@@ -235,9 +239,9 @@ function withRunOptions<T>(y: Argv<T>) {
     .option("output", {
       alias: "o",
       type: "string",
-      describe: "answers: a path (.jsonl or .csv), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
+      describe: "answers: a path (.jsonl, .csv or .parquet), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
     })
-    .option("output-format", { choices: ["jsonl", "csv"] as const, describe: "answers format (default: from the output's extension)" })
+    .option("output-format", { choices: ["jsonl", "csv", "parquet"] as const, describe: "answers format (default: from the output's extension)" })
     .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
     .option("journal", {
       type: "string",
@@ -319,7 +323,7 @@ type RunArgs = ArgsOf<typeof withRunOptions>;
 /** `typed-eval run`: the batch job. */
 export const runCommand: CommandModule<object, RunArgs> = {
   command: "run <input>",
-  describe: "Answer a job's questions for every record of a JSONL or CSV input; resumable",
+  describe: "Answer a job's questions for every record of a JSONL, CSV or Parquet input; resumable",
   builder: withRunOptions,
   handler: async (args) => {
     // A batch run allocates short-lived garbage per record, and V8 otherwise
@@ -334,7 +338,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
       // Where everything goes, checked before a model is loaded or downloaded.
       if (isStdin(args.input)) args.input = "-";
       if (args.output === "") args.output = "-";
-      const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv)(\.gz)?$/i, "");
+      const inputName = args.input === "-" ? "stdin" : basename(args.input).replace(/\.(jsonl|ndjson|json|csv|parquet|parq|pq)(\.gz)?$/i, "");
       const output = args.output ?? (args.input === "-" ? "-" : `out/${basename(args.job).replace(/\.json$/, "")}-${inputName}.jsonl`);
       const sidecar = output === "-" ? "typed-eval" : output;
       const errorsPath = args.errors ?? `${sidecar}.errors.jsonl`;
@@ -353,7 +357,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
         if (summaryJson !== undefined && !isS3(summaryJson)) folderFor(summaryJson, "--summary-json");
       }
       const job = readJob(args);
-      const answersFormat: OutputFormat = formatOf(output, args["output-format"]);
+      const answersFormat: OutputFormat = args["output-format"] ?? formatNamed(output);
       const shaping = args["dry-run"] || args["print-prompt"] ? undefined : outputPolicy(args, job, sidecar, answersFormat, logger);
       let mirror: S3Journal | undefined;
       const { shard, source, evaluator, price, concurrency } = await prepareJob(args, logger, job, async () => {

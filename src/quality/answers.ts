@@ -8,7 +8,7 @@
 import type { Content, Question, QuestionType } from "../api/schema.js";
 import { questionLabels } from "../evaluator/calibration.js";
 import { valueAt } from "../runner/records.js";
-import { formatOf, openLocalSource, SourceError, type Format, type Source } from "../runner/sources.js";
+import { formatOf, openLocalSource, SourceError, type InputFormat, type Source } from "../runner/sources.js";
 import { InvocationError } from "../api/errors.js";
 
 /** A question as the quality tools see it: its type and its labels in answer order. */
@@ -69,8 +69,8 @@ function discoverJsonl(row: Record_): QuestionInfo[] {
   return out;
 }
 
-/** Questions named by a CSV answers header: `q.noul`, or `q.choice`/`q.score` with `q.p.<label>` columns. */
-function discoverCsv(columns: string[]): QuestionInfo[] {
+/** Questions named by the columns of a CSV or Parquet answers file: `q.noul`, or `q.choice`/`q.score` with `q.p.<label>` columns. */
+function discoverColumns(columns: string[]): QuestionInfo[] {
   const out: QuestionInfo[] = [];
   for (const column of columns) {
     const m = /^(.*)\.(noul|choice|score)$/.exec(column);
@@ -104,7 +104,7 @@ function distributionOf(info: QuestionInfo, get: (key: string) => unknown, where
 }
 
 /** Opens a local answers or gold file; a missing or unreadable one is a one-line usage error. */
-function openFile(path: string, format: Format, what: string): Source {
+function openFile(path: string, format: InputFormat, what: string): Source {
   try {
     return openLocalSource(path, format);
   } catch (error) {
@@ -115,7 +115,7 @@ function openFile(path: string, format: Format, what: string): Source {
 /** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
 export async function readAnswers(
   path: string,
-  options: { questions?: QuestionInfo[] | undefined; format?: Format | undefined; onQuestions?: (q: QuestionInfo[]) => void },
+  options: { questions?: QuestionInfo[] | undefined; format?: InputFormat | undefined; onQuestions?: (q: QuestionInfo[]) => void },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
   const source = openFile(path, format, "answers");
@@ -129,7 +129,7 @@ export async function readAnswers(
         if (!isObject(item.record)) throw new QualityInputError(`${where}: not an object`);
         const record = item.record;
         if (!questions) {
-          questions = format === "csv" ? discoverCsv(Object.keys(record)) : discoverJsonl(record);
+          questions = format !== "jsonl" ? discoverColumns(Object.keys(record)) : discoverJsonl(record);
           if (questions.length === 0)
             throw new QualityInputError(`${path} holds no answers typed-eval wrote (no answers object or <question>.noul/.choice/.score columns)`);
         }
@@ -138,7 +138,7 @@ export async function readAnswers(
         const id = record["id"];
         if (id === undefined || id === null || id === "") throw new QualityInputError(`${where}: no id`);
         const row: AnswerRow = { id: String(id), line: item.line, dist: new Map() };
-        if (format === "csv") {
+        if (format !== "jsonl") {
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))
               throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
@@ -256,7 +256,7 @@ function field(record: Record_, path: string): unknown {
 export async function readGold(
   path: string,
   questions: QuestionInfo[],
-  options: { idField?: string | undefined; jobIdField?: string | undefined; format?: Format | undefined },
+  options: { idField?: string | undefined; jobIdField?: string | undefined; format?: InputFormat | undefined },
 ): Promise<Gold> {
   const format = formatOf(path, options.format);
   const source = openFile(path, format, "gold");

@@ -1,6 +1,6 @@
 /**
  * Outputs, written from the journal once a run's records are done: answers
- * as JSONL or CSV, failed records as JSONL, both to a path, stdout or S3.
+ * as JSONL, CSV or Parquet, failed records as JSONL, both to a path, stdout or S3.
  * Each record appears once (its latest entry wins), and files are written
  * under a temporary name and renamed, so a crash never leaves an output that
  * looks complete.
@@ -8,13 +8,14 @@
 import { createWriteStream, renameSync, rmSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { stringify } from "csv-stringify/sync";
-import type { Answer, Question, ScoreAnswer } from "../api/schema.js";
+import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "./job.js";
-import { readJournal, type AnswerEntry, type ErrorEntry } from "./journal.js";
-import { calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy, type ReviewVerdict } from "./labels.js";
+import { readJournal, type ErrorEntry } from "./journal.js";
+import { calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
+import { ParquetRowWriter } from "./parquet.js";
 
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
-export type OutputFormat = "jsonl" | "csv";
+export type OutputFormat = "jsonl" | "csv" | "parquet";
 
 /** Where an output goes: stdout, a path, or anything else that yields a stream (S3). */
 export interface OutputTarget {
@@ -56,167 +57,85 @@ export function localTarget(location: string): OutputTarget {
   };
 }
 
-/** What one output row holds: the journal entry, the answers as written (calibrated or not), the raw ones, a review verdict. */
-export interface OutputRow {
-  entry: AnswerEntry;
-  answers: Record<string, Answer>;
-  /** Raw answers of calibrated questions: p(yes) for a noul, else the probability map. */
-  raw?: Record<string, number | Record<string, number>> | undefined;
-  review?: ReviewVerdict | undefined;
-}
-
-/** One writer per output format: a header (maybe empty) and one line per row. */
+/** One writer per output format, bound to its stream: rows in, then `end` (a footer, buffered rows). */
 export interface RowWriter {
-  header(): string;
-  row(r: OutputRow): string;
+  row(r: OutputRow): Promise<void>;
+  end(): Promise<void>;
 }
 
-/** Options that change a row's columns: raw probabilities of calibrated questions, review columns. */
-export interface RowShape {
-  /** Questions whose raw probabilities are written beside the calibrated ones. */
-  calibrated: ReadonlySet<string>;
-  /** Review files lead each row with why it is there. */
-  review: boolean;
+async function write(stream: Writable, text: string): Promise<void> {
+  if (text !== "" && !stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", resolve));
 }
 
-const PLAIN: RowShape = { calibrated: new Set(), review: false };
-
-/** A question's CSV columns: its answer, then each option's or level's probability. */
-function questionColumns(name: string, question: Question): string[] {
-  switch (question.type) {
-    case "noul":
-      return [`${name}.noul`];
-    case "choice":
-      return [`${name}.choice`, `${name}.confidence`, ...Object.keys(question.criteria).map((o) => `${name}.p.${o}`)];
-    case "score":
-      return [`${name}.score`, `${name}.level`, `${name}.confidence`, ...question.criteria.map((_, k) => `${name}.p.${k}`)];
-    default:
-      return assertNever(question);
-  }
-}
-
-function assertNever(x: never): never {
-  throw new TypeError(`unexpected question ${JSON.stringify(x)}`);
-}
-
-/** The most likely level's label: its text when the level is text, else its index. */
-function levelLabel(a: ScoreAnswer): string {
-  let best = "0";
-  for (const [k, p] of Object.entries(a.probabilities)) if (p > (a.probabilities[best] ?? -1)) best = k;
-  const legend = a.legend[best];
-  return typeof legend === "string" ? legend : best;
-}
-
-function questionCells(question: Question, a: Answer | undefined): unknown[] {
-  switch (question.type) {
-    case "noul":
-      return [a?.type === "noul" ? a.noul : ""];
-    case "choice": {
-      const c = a?.type === "choice" ? a : undefined;
-      return [c?.choice ?? "", c?.confidence ?? "", ...Object.keys(question.criteria).map((o) => c?.probabilities[o] ?? "")];
-    }
-    case "score": {
-      const s = a?.type === "score" ? a : undefined;
-      return [s?.score ?? "", s ? levelLabel(s) : "", s?.confidence ?? "", ...question.criteria.map((_, k) => s?.probabilities[String(k)] ?? "")];
-    }
-    default:
-      return assertNever(question);
-  }
-}
-
-function rawColumns(name: string, question: Question): string[] {
-  return question.type === "noul"
-    ? [`${name}.raw.noul`]
-    : questionColumns(name, question)
-        .filter((c) => c.startsWith(`${name}.p.`))
-        .map((c) => `${name}.raw.${c.slice(name.length + 1)}`);
-}
-
-function rawCells(question: Question, raw: number | Record<string, number> | undefined): unknown[] {
-  if (question.type === "noul") return [typeof raw === "number" ? raw : ""];
-  const map = typeof raw === "object" ? raw : {};
-  const keys = question.type === "choice" ? Object.keys(question.criteria) : question.criteria.map((_, k) => String(k));
-  return keys.map((k) => map[k] ?? "");
-}
-
-/** CSV column names for a job: id, line, model, kept fields, each question's values, usage. */
-export function csvColumns(job: Job, shape: RowShape = PLAIN): string[] {
-  const columns = ["id", "line", "source", "model", ...(shape.review ? ["review_reason", "audit"] : []), ...(job.keep ?? [])];
-  for (const [name, question] of Object.entries(job.questions) as [string, Question][]) {
-    columns.push(...questionColumns(name, question));
-    if (shape.calibrated.has(name)) columns.push(...rawColumns(name, question));
-  }
-  columns.push("input_tokens", "output_tokens", "dedup_of");
-  return columns;
-}
-
-function reviewReason(v: ReviewVerdict | undefined): string {
-  if (!v) return "";
-  if (v.reasons.length === 0) return v.audit ? "audit sample" : "";
-  return v.reasons.map((r) => `${r.question} ${r.confidence.toFixed(3)} < ${r.threshold}`).join("; ");
-}
-
-/** CSV: flat columns; a UTF-8 BOM first when asked (Excel reads UTF-8 without one as a legacy code page). */
-export function csvWriter(job: Job, shape: RowShape = PLAIN, options: { bom?: boolean } = {}): RowWriter {
+/** A text format: a header (maybe empty), then one piece of text per row. */
+function textWriter(stream: Writable, header: string, line: (r: OutputRow) => string): RowWriter {
+  let started = false;
+  const start = async () => {
+    if (started) return;
+    started = true;
+    await write(stream, header);
+  };
   return {
-    header: () => `${options.bom ? "\ufeff" : ""}${stringify([csvColumns(job, shape)])}`,
-    row: ({ entry: e, answers, raw, review }) => {
-      const row: unknown[] = [
-        e.id,
-        e.line,
-        e.source,
-        e.model,
-        ...(shape.review ? [reviewReason(review), review?.audit ? "true" : "false"] : []),
-        ...(job.keep ?? []).map((f) => cell(e.keep?.[f])),
-      ];
-      for (const [name, question] of Object.entries(job.questions) as [string, Question][]) {
-        row.push(...questionCells(question, answers[name]));
-        if (shape.calibrated.has(name)) row.push(...rawCells(question, raw?.[name]));
-      }
-      row.push(e.usage.input_tokens, e.usage.output_tokens, e.dedup_of ?? "");
-      return stringify([row]);
+    row: async (r) => {
+      await start();
+      await write(stream, line(r));
     },
+    end: start,
   };
 }
 
+/** A CSV cell: empty for nothing, JSON for objects and lists. */
 function cell(value: unknown): unknown {
   return value === null || value === undefined ? "" : typeof value === "object" ? JSON.stringify(value) : value;
 }
 
-/** JSONL: one object per record, the answers as the API returns them. */
-export function jsonlWriter(shape: RowShape = PLAIN): RowWriter {
-  return {
-    header: () => "",
-    row: ({ entry: e, answers, raw, review }) => {
-      const row: Record<string, unknown> = { id: e.id, line: e.line, source: e.source, model: e.model };
-      if (shape.review && review) {
-        row["review_reasons"] = review.reasons;
-        row["audit"] = review.audit;
-      }
-      row["answers"] = answers;
-      if (raw && Object.keys(raw).length > 0) row["raw"] = raw;
-      row["usage"] = e.usage;
-      if (e.keep && Object.keys(e.keep).length > 0) row["fields"] = e.keep;
-      if (e.dedup_of !== undefined) row["dedup_of"] = e.dedup_of;
-      if (e.label_mass) row["label_mass"] = e.label_mass;
-      return `${JSON.stringify(row)}\n`;
-    },
-  };
+/** CSV: the flat columns as text; a UTF-8 BOM first when asked (Excel reads UTF-8 without one as a legacy code page). */
+function csvWriter(stream: Writable, columns: readonly FlatColumn[], bom: boolean): RowWriter {
+  // Booleans as true/false: csv-stringify's default writes 1 and an empty cell, which reads as "no value".
+  const options = { cast: { boolean: (b: boolean) => String(b) } };
+  return textWriter(stream, `${bom ? "\ufeff" : ""}${stringify([columns.map((c) => c.name)])}`, (r) =>
+    stringify([columns.map((c) => cell(c.value(r)))], options),
+  );
 }
 
-export function writerFor(format: OutputFormat, job: Job, shape: RowShape, options: { bom?: boolean } = {}): RowWriter {
+/** JSONL: one object per record, the answers as the API returns them. */
+function jsonlWriter(stream: Writable, shape: RowShape): RowWriter {
+  return textWriter(stream, "", ({ entry: e, answers, raw, review }) => {
+    const row: Record<string, unknown> = { id: e.id, line: e.line, source: e.source, model: e.model };
+    if (shape.review && review) {
+      row["review_reasons"] = review.reasons;
+      row["audit"] = review.audit;
+    }
+    row["answers"] = answers;
+    if (raw && Object.keys(raw).length > 0) row["raw"] = raw;
+    row["usage"] = e.usage;
+    if (e.keep && Object.keys(e.keep).length > 0) row["fields"] = e.keep;
+    if (e.dedup_of !== undefined) row["dedup_of"] = e.dedup_of;
+    if (e.label_mass) row["label_mass"] = e.label_mass;
+    return `${JSON.stringify(row)}\n`;
+  });
+}
+
+/** What a writer needs besides its stream: the job, the row's shape, the kinds of kept fields (typed formats), the CSV BOM. */
+export interface WriterSpec {
+  job: Job;
+  shape: RowShape;
+  kept?: KeptKinds | undefined;
+  bom?: boolean | undefined;
+}
+
+export function writerFor(format: OutputFormat, stream: Writable, spec: WriterSpec): RowWriter {
+  const columns = () => flatColumns(spec.job.questions, spec.job.keep ?? [], spec.shape, spec.kept);
   switch (format) {
     case "csv":
-      return csvWriter(job, shape, options);
+      return csvWriter(stream, columns(), spec.bom ?? false);
     case "jsonl":
-      return jsonlWriter(shape);
+      return jsonlWriter(stream, spec.shape);
+    case "parquet":
+      return new ParquetRowWriter(stream, columns());
     default:
       return assertNever(format);
   }
-}
-
-async function write(stream: Writable, text: string): Promise<void> {
-  if (!stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", resolve));
 }
 
 export interface WrittenCounts {
@@ -275,12 +194,19 @@ export async function writeOutputs(
   const lastError = new LastEntry();
   // Kept fields journaled after a record's answer (the job's keep changed): only those records are held here.
   const rekept = new Map<number, { n: number; keep: Record<string, unknown> }>();
+  // The kinds of the kept fields, for Parquet's column types: from every value journaled (a superset of those written).
+  const kept = new KeptKindsOf(job.keep ?? []);
   let n = 0;
   for await (const entry of readJournal(journalPath)) {
     n++;
-    if (entry.k === "answer") lastAnswer.set(entry.seq, n);
-    else if (entry.k === "error") lastError.set(entry.seq, n);
-    else if (entry.k === "keep") rekept.set(entry.seq, { n, keep: entry.keep });
+    if (entry.k === "answer") {
+      lastAnswer.set(entry.seq, n);
+      kept.add(entry.keep);
+    } else if (entry.k === "error") lastError.set(entry.seq, n);
+    else if (entry.k === "keep") {
+      rekept.set(entry.seq, { n, keep: entry.keep });
+      kept.add(entry.keep);
+    }
   }
   let maps: CalibrationMaps | undefined;
   if (policy.calibration === "batch") {
@@ -304,16 +230,15 @@ export async function writeOutputs(
     audit: 0,
     ...(maps ? { calibration: maps } : {}),
   };
-  const writer = writerFor(answers.format, job, shape, { bom: policy.csvBom ?? false });
-  const reviewWriter = policy.review ? writerFor(answers.format, job, { ...shape, review: true }, { bom: policy.csvBom ?? false }) : undefined;
   const before = maps ? new PriorEstimate(job.questions) : undefined;
   const after = maps ? new PriorEstimate(job.questions) : undefined;
   const out = answers.target.open();
   const err = errors.open();
   const rev = policy.review?.target.open();
+  const spec: WriterSpec = { job, shape, kept: kept.kinds(), bom: policy.csvBom };
+  const writer = writerFor(answers.format, out.stream, spec);
+  const reviewWriter = rev ? writerFor(answers.format, rev.stream, { ...spec, shape: { ...shape, review: true } }) : undefined;
   try {
-    await write(out.stream, writer.header());
-    if (rev && reviewWriter) await write(rev.stream, reviewWriter.header());
     n = 0;
     for await (const entry of readJournal(journalPath)) {
       n++;
@@ -326,11 +251,11 @@ export async function writeOutputs(
           before?.add(entry.answers);
           after?.add(row.answers);
         }
-        await write(out.stream, writer.row(row));
-        if (rev && reviewWriter && policy.review) {
+        await writer.row(row);
+        if (reviewWriter && policy.review) {
           row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, `${entry.source}:${entry.seq}:${entry.id}`);
           if (row.review.reasons.length > 0 || row.review.audit) {
-            await write(rev.stream, reviewWriter.row(row));
+            await reviewWriter.row(row);
             if (row.review.audit) counts.audit++;
             else counts.review++;
           }
@@ -345,6 +270,8 @@ export async function writeOutputs(
         counts.failed++;
       }
     }
+    await writer.end();
+    await reviewWriter?.end();
     await out.commit();
     await err.commit();
     await rev?.commit();

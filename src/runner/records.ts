@@ -17,6 +17,12 @@ export function valueAt(record: unknown, path: string): unknown {
   return node;
 }
 
+/** The dotted paths a job reads from each record (state, id, kept fields); undefined when the whole record is the state. */
+export function fieldsRead(job: Pick<Job, "state" | "id" | "keep">): string[] | undefined {
+  if (job.state === undefined) return undefined;
+  return [job.state, ...(job.id === undefined ? [] : [job.id]), ...(job.keep ?? [])];
+}
+
 export type Built = { ok: true; request: SystemOneRequest; id: string; keep: Record<string, unknown> } | { ok: false; id: string; message: string };
 
 /** Builds a record's request; a missing or unusable state is an error that names the field. */

@@ -12,7 +12,8 @@ import { PassThrough, type Readable } from "node:stream";
 import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import type { OutputTarget } from "./outputs.js";
-import { itemsOf, SourceError, type Format, type Source, type SourceItem } from "./sources.js";
+import { s3Ranges, parquetItems } from "./parquet.js";
+import { formatOf, itemsOf, SourceError, type InputFormat, type Source, type SourceItem, type SourceOptions } from "./sources.js";
 
 export function isS3(location: string): boolean {
   return location.startsWith("s3://");
@@ -70,13 +71,19 @@ export async function keysUnder(client: S3Client, bucket: string, prefix: string
   return { keys: keys.sort((a, b) => (a.key < b.key ? -1 : 1)), markers };
 }
 
-/** Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. */
+/**
+ * Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. Each
+ * object's format is `format` when given, else the one its key implies (a
+ * Spark folder of `part-*.parquet` needs no flag). Parquet objects are read
+ * by ranged GETs, a row group at a time.
+ */
 export async function openS3Source(
   location: string,
-  format: Format,
-  client: S3Client = s3Client(),
-  onNote?: (message: string, keys: string[]) => void,
+  format: InputFormat | undefined,
+  options: SourceOptions & { client?: S3Client; onNote?: (message: string, keys: string[]) => void } = {},
 ): Promise<Source> {
+  const client = options.client ?? s3Client();
+  const onNote = options.onNote;
   const { bucket, key } = parseS3(location);
   let objects: { key: string; size: number }[];
   try {
@@ -109,12 +116,20 @@ export async function openS3Source(
     for (const object of objects) {
       // An empty object is an empty input; its body stream may never signal readable, so it is not fetched.
       if (object.size === 0) continue;
+      const name = `s3://${bucket}/${object.key}`;
+      const kind = formatOf(object.key, format);
+      if (kind === "parquet") {
+        for await (const item of parquetItems(async () => s3Ranges(client, bucket, object.key, object.size), name, seq, counter, options.fields)) {
+          seq = item.seq + 1;
+          yield item;
+        }
+        continue;
+      }
       const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }));
       const body = got.Body as Readable;
       body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
-      const name = `s3://${bucket}/${object.key}`;
       try {
-        for await (const item of itemsOf(body, format, name, seq)) {
+        for await (const item of itemsOf(body, kind, name, seq)) {
           seq = item.seq + 1;
           yield item;
         }

@@ -1,6 +1,6 @@
 /**
- * Record sources: JSONL or CSV, optionally gzip, from a path or stdin (and
- * S3, see s3.ts). Streamed: a record is read only when the runner pulls it, so
+ * Record sources: JSONL or CSV, optionally gzip, from a path or stdin, and
+ * Parquet from a path (parquet.ts); S3 in s3.ts. Streamed: a record is read only when the runner pulls it, so
  * memory stays flat whatever the input size. A record that cannot be parsed
  * becomes an error item with its line number; the stream goes on.
  */
@@ -9,13 +9,20 @@ import { createReadStream, statSync } from "node:fs";
 import { PassThrough, Transform, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
-import { InvocationError } from "../api/errors.js";
 import { depthExceededAt, MAX_JSON_DEPTH } from "../api/json.js";
+import { localRanges, looksLikeParquet, parquetItems } from "./parquet.js";
+import { InvocationError } from "../api/errors.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
 
-export type Format = "jsonl" | "csv";
+/** Formats records are read in (outputs have their own list in outputs.ts). */
+export type InputFormat = "jsonl" | "csv" | "parquet";
+
+/** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records). Parquet fetches only those columns. */
+export interface SourceOptions {
+  fields?: readonly string[] | undefined;
+}
 
 /** One input record, or why a line could not be read. `seq` numbers records across the whole input. */
 export type SourceItem = { seq: number; line: number; source: string; record: unknown } | { seq: number; line: number; source: string; error: string };
@@ -37,10 +44,15 @@ export class SourceError extends InvocationError {
   }
 }
 
-/** The format a location implies: `.csv` (or `.csv.gz`) is CSV, anything else JSONL. */
-export function formatOf(location: string, explicit?: Format): Format {
-  if (explicit) return explicit;
+/** The format a location implies: `.csv` (or `.csv.gz`) is CSV, `.parquet` (`.pq`, `.parq`) Parquet, anything else JSONL. */
+export function formatNamed(location: string): "jsonl" | "csv" | "parquet" {
+  if (/\.(parquet|parq|pq)$/i.test(location)) return "parquet";
   return /\.csv(\.gz)?$/i.test(location) ? "csv" : "jsonl";
+}
+
+/** An input's format: the one given, else the one its name implies. */
+export function formatOf(location: string, explicit?: InputFormat): InputFormat {
+  return explicit ?? formatNamed(location);
 }
 
 /** Gunzips a stream when it starts with the gzip magic bytes; passes it through otherwise. */
@@ -57,6 +69,14 @@ export function maybeGunzip(input: Readable, name: string): Readable {
     const first = input.read() as Buffer | null;
     if (first === null) {
       out.end();
+      return;
+    }
+    if (looksLikeParquet(first)) {
+      out.destroy(
+        new SourceError(
+          `${name} is a Parquet file: name it .parquet or pass --format parquet${name === "stdin" ? " (Parquet is read from a path or S3, not stdin: it needs random access)" : ""}`,
+        ),
+      );
       return;
     }
     if (first.length >= 2 && first[0] === 0x1f && first[1] === 0x8b) {
@@ -269,34 +289,31 @@ export function startLine(raw: string, end: number): { start: number; crlf: numb
   return { start: end - crlf - breaks, crlf };
 }
 
-/** Records of one byte stream. */
-export function itemsOf(stream: Readable, format: Format, source: string, firstSeq = 0): AsyncGenerator<SourceItem> {
+/** Records of one byte stream (JSONL or CSV; Parquet is read by ranges, see parquet.ts). */
+export function itemsOf(stream: Readable, format: "jsonl" | "csv", source: string, firstSeq = 0): AsyncGenerator<SourceItem> {
   const plain = maybeGunzip(stream, source);
   return format === "csv" ? csvItems(plain, source, firstSeq) : jsonlItems(plain, source, firstSeq);
 }
 
 /** Opens a local path, or stdin for "-". S3 locations are opened by `openS3Source`. */
-export function openLocalSource(location: string, format: Format): Source {
+export function openLocalSource(location: string, format: InputFormat, options: SourceOptions = {}): Source {
   const counter = { bytes: 0 };
-  let total: number | undefined;
-  let stream: Readable;
   if (location === "-") {
-    stream = process.stdin;
-  } else {
-    try {
-      const stat = statSync(location);
-      if (!stat.isFile()) throw new SourceError(`${location} is not a file`);
-      total = stat.size;
-    } catch (error) {
-      if (error instanceof SourceError) throw error;
-      throw new SourceError(`cannot read input ${location}: ${(error as Error).message}`, { absent: (error as NodeJS.ErrnoException).code === "ENOENT" });
-    }
-    stream = createReadStream(location);
+    if (format === "parquet") throw new SourceError("Parquet is read from a path or s3:// location, not stdin: a reader needs to seek to its footer");
+    return { name: "stdin", items: itemsOf(counted(process.stdin, counter), format, "stdin"), progress: () => ({ bytes: counter.bytes, total: undefined }) };
   }
-  const name = location === "-" ? "stdin" : location;
-  return {
-    name,
-    items: itemsOf(counted(stream, counter), format, name),
-    progress: () => ({ bytes: counter.bytes, total }),
-  };
+  let total: number;
+  try {
+    const stat = statSync(location);
+    if (!stat.isFile()) throw new SourceError(`${location} is not a file`);
+    total = stat.size;
+  } catch (error) {
+    if (error instanceof SourceError) throw error;
+    throw new SourceError(`cannot read input ${location}: ${(error as Error).message}`, { absent: (error as NodeJS.ErrnoException).code === "ENOENT" });
+  }
+  const items =
+    format === "parquet"
+      ? parquetItems(() => localRanges(location), location, 0, counter, options.fields)
+      : itemsOf(counted(createReadStream(location), counter), format, location);
+  return { name: location, items, progress: () => ({ bytes: counter.bytes, total }) };
 }

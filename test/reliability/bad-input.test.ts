@@ -166,6 +166,12 @@ describe("inputs that cannot be read past some point: exit 2, no output, work ke
     const zipped = gzipSync(Buffer.from(Array.from({ length: 200 }, (_, i) => good(i)).join("\n")));
     await stopped("cut.jsonl.gz", zipped.subarray(0, zipped.length - 20), /cut\.jsonl\.gz: not valid gzip: unexpected end of file/);
   }, 60_000);
+
+  it("a Parquet file cut short, and a Parquet file under a JSONL name", async () => {
+    const parquet = readFileSync(join(import.meta.dirname, "../../examples/data/tickets.parquet"));
+    await stopped("cut.parquet", parquet.subarray(0, parquet.length - 100), /cut\.parquet is not a Parquet file that can be read/);
+    await stopped("tickets.jsonl", parquet, /tickets\.jsonl is a Parquet file: name it \.parquet or pass --format parquet/);
+  }, 60_000);
 });
 
 describe("inputs that are not there", () => {

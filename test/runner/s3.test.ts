@@ -1,18 +1,41 @@
 /** S3 inputs and outputs against a real S3-compatible server (s3rver) started by the test. */
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
-import { BIN } from "../support/cli.js";
+import { BIN, runCli } from "../support/cli.js";
 import { sendJson, startUpstream } from "../support/upstream.js";
 import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { plainValue } from "../../src/runner/parquet.js";
+
+const ROOT = join(import.meta.dirname, "../..");
+
+/** Runs SQL in DuckDB, paths resolved against `cwd`; rows as plain JSON-able objects. */
+async function duck(sql: string, cwd = dir): Promise<Record<string, unknown>[]> {
+  const db = await DuckDBInstance.create(":memory:");
+  const c = await db.connect();
+  try {
+    await c.run(`SET file_search_path = '${cwd}'`);
+    return (await c.runAndReadAll(sql)).getRowObjectsJS().map((r) => plainValue(r) as Record<string, unknown>);
+  } finally {
+    c.closeSync();
+  }
+}
+
+async function putFile(bucket: string, key: string, path: string): Promise<void> {
+  await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: readFileSync(path) }));
+}
+
+async function download(bucket: string, key: string, path: string): Promise<void> {
+  const object = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  writeFileSync(path, await object.Body!.transformToByteArray());
+}
 
 let server: S3rver;
 let endpoint: string;
@@ -21,7 +44,16 @@ let dir: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-s3-"));
-  server = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: "data", configs: [] }] });
+  server = new S3rver({
+    port: 0,
+    address: "127.0.0.1",
+    silent: true,
+    directory: join(dir, "s3"),
+    configureBuckets: [
+      { name: "data", configs: [] },
+      { name: "bucket", configs: [] },
+    ],
+  });
   const address = await server.run();
   endpoint = `http://127.0.0.1:${address.port}`;
   client = new S3Client({ endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
@@ -130,6 +162,57 @@ describe("S3", () => {
         .sort(),
     ).toEqual(["s20", "s21", "s22"]);
   }, 60_000);
+
+  it("reads Parquet parts under a prefix (no flag, _SUCCESS skipped) and writes Parquet answers to S3", async () => {
+    for (const part of [0, 1]) {
+      const local = join(dir, `part-${part}.parquet`);
+      await duck(
+        `COPY (SELECT 'p' || (${part * 100} + i) AS id, 'record ' || i AS text, repeat('x', 500) AS unused FROM range(100) t(i)) TO '${local}' (FORMAT parquet)`,
+      );
+      await putFile("data", `pq/part-0000${part}.snappy.parquet`, local);
+    }
+    await put("pq/_SUCCESS", "");
+    const r = await cli(["run", "s3://data/pq/", "--job", jobFile(), "-o", "s3://data/out/pq.parquet"]);
+    expect(r.stderr).not.toMatch(/Error/);
+    expect(r.code).toBe(0);
+    const local = join(dir, "pq-out.parquet");
+    await download("data", "out/pq.parquet", local);
+    const rows = await duck(`SELECT id, line, source, "ok.noul" AS p FROM '${local}' ORDER BY source, line`);
+    expect(rows).toHaveLength(200);
+    expect(rows[0]).toMatchObject({ id: "p0", line: 1, source: "s3://data/pq/part-00000.snappy.parquet" });
+    expect(rows[199]).toMatchObject({ id: "p199", line: 100, source: "s3://data/pq/part-00001.snappy.parquet" });
+    expect(rows.every((row) => typeof row["p"] === "number" && row["p"] >= 0 && row["p"] <= 1)).toBe(true);
+  }, 60_000);
+
+  it("runs the README's Parquet examples as written (local, S3, assess, and the DuckDB query)", async () => {
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    const block = /<!-- parquet-examples[^>]*-->\s*```sh\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const lines = (block as string).trim().split("\n");
+    // The commands run in a folder that holds the repository's examples/ and jobs/, as the README's own checkout does.
+    const cwd = mkdtempSync(join(tmpdir(), "te-readme-"));
+    symlinkSync(join(ROOT, "examples"), join(cwd, "examples"));
+    symlinkSync(join(ROOT, "jobs"), join(cwd, "jobs"));
+    await putFile("bucket", "tickets/part-00000.parquet", join(ROOT, "examples/data/tickets.parquet"));
+    let ran = 0;
+    for (const line of lines) {
+      if (line.startsWith("npx typed-eval ")) {
+        const r = await runCli(line.slice("npx typed-eval ".length).split(/\s+/), { cwd, env: env() });
+        expect(r.code, `${line}\n${r.stderr}`).toBe(0);
+      } else {
+        const sql = /^duckdb -c "(.*)"$/.exec(line)?.[1];
+        expect(sql, line).toBeDefined();
+        const rows = await duck((sql as string).replaceAll('\\"', '"'), cwd);
+        expect(rows).toHaveLength(5);
+        expect(Object.keys(rows[0] as object)).toEqual(["id", "team.choice", "team.confidence", "urgency.level"]);
+      }
+      ran++;
+    }
+    expect(ran).toBe(4);
+    const labelled = join(cwd, "labels.parquet");
+    await download("bucket", "labels/tickets.parquet", labelled);
+    expect(await duck(`SELECT count(*) AS n FROM '${labelled}'`)).toEqual([{ n: 24 }]);
+  }, 120_000);
 
   it("says clearly when a key does not exist, exit 6 (input absent)", async () => {
     const r = await cli(["run", "s3://data/in/missing.jsonl", "--job", jobFile(), "-o", join(dir, "m.jsonl")]);

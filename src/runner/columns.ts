@@ -1,0 +1,194 @@
+/**
+ * The flat columns of an answers output, shared by CSV and Parquet: one
+ * definition of each column's name, kind and value, so the two formats can
+ * never disagree about what a row holds. Each question type has its own
+ * columns (an exhaustive switch: a new type does not compile until it has
+ * them).
+ */
+import type { Answer, Question, ScoreAnswer } from "../api/schema.js";
+import type { AnswerEntry } from "./journal.js";
+import type { ReviewVerdict } from "./labels.js";
+
+/** What one output row holds: the journal entry, the answers as written (calibrated or not), the raw ones, a review verdict. */
+export interface OutputRow {
+  entry: AnswerEntry;
+  answers: Record<string, Answer>;
+  /** Raw answers of calibrated questions: p(yes) for a noul, else the probability map. */
+  raw?: Record<string, number | Record<string, number>> | undefined;
+  review?: ReviewVerdict | undefined;
+}
+
+/** Options that change a row's columns: raw probabilities of calibrated questions, review columns. */
+export interface RowShape {
+  /** Questions whose raw probabilities are written beside the calibrated ones. */
+  calibrated: ReadonlySet<string>;
+  /** Review files lead each row with why it is there. */
+  review: boolean;
+}
+
+export const PLAIN: RowShape = { calibrated: new Set(), review: false };
+
+/**
+ * A column's type: text, a float, a whole number, a boolean, or JSON text
+ * (kept fields whose values are objects or of mixed types). CSV writes every
+ * kind as text; Parquet gives each its physical type.
+ */
+export type ColumnKind = "string" | "double" | "int" | "bool" | "json";
+
+export interface FlatColumn {
+  name: string;
+  kind: ColumnKind;
+  /** The row's value; undefined or null is an empty cell (a null in Parquet). */
+  value(row: OutputRow): unknown;
+}
+
+/** The kinds of the kept fields, for typed formats; a field not listed is JSON. */
+export type KeptKinds = ReadonlyMap<string, ColumnKind>;
+
+export function assertNever(x: never): never {
+  throw new TypeError(`unexpected value ${JSON.stringify(x)}`);
+}
+
+/** The most likely level's label: its text when the level is text, else its index. */
+function levelLabel(a: ScoreAnswer): string {
+  let best = "0";
+  for (const [k, p] of Object.entries(a.probabilities)) if (p > (a.probabilities[best] ?? -1)) best = k;
+  const legend = a.legend[best];
+  return typeof legend === "string" ? legend : best;
+}
+
+/** The row's answer to a question when it is of the expected type. */
+function answerOf<K extends Answer["type"]>(r: OutputRow, name: string, type: K): Extract<Answer, { type: K }> | undefined {
+  const a = r.answers[name];
+  return a?.type === type ? (a as Extract<Answer, { type: K }>) : undefined;
+}
+
+/** A question's columns: its answer, then each option's or level's probability. */
+function questionColumns(name: string, question: Question): FlatColumn[] {
+  switch (question.type) {
+    case "noul":
+      return [{ name: `${name}.noul`, kind: "double", value: (r) => answerOf(r, name, "noul")?.noul }];
+    case "choice": {
+      const choice = (r: OutputRow) => answerOf(r, name, "choice");
+      return [
+        { name: `${name}.choice`, kind: "string", value: (r) => choice(r)?.choice },
+        { name: `${name}.confidence`, kind: "double", value: (r) => choice(r)?.confidence },
+        ...Object.keys(question.criteria).map((o): FlatColumn => ({ name: `${name}.p.${o}`, kind: "double", value: (r) => choice(r)?.probabilities[o] })),
+      ];
+    }
+    case "score": {
+      const score = (r: OutputRow) => answerOf(r, name, "score");
+      return [
+        { name: `${name}.score`, kind: "double", value: (r) => score(r)?.score },
+        { name: `${name}.level`, kind: "string", value: (r) => mapped(score(r), levelLabel) },
+        { name: `${name}.confidence`, kind: "double", value: (r) => score(r)?.confidence },
+        ...question.criteria.map((_, k): FlatColumn => ({ name: `${name}.p.${k}`, kind: "double", value: (r) => score(r)?.probabilities[String(k)] })),
+      ];
+    }
+    default:
+      return assertNever(question);
+  }
+}
+
+function mapped<T, U>(x: T | undefined, f: (x: T) => U): U | undefined {
+  return x === undefined ? undefined : f(x);
+}
+
+/** Raw probabilities of a calibrated question, beside the calibrated ones: `<name>.raw.noul` or `<name>.raw.p.<key>`. */
+function rawColumns(name: string, question: Question): FlatColumn[] {
+  if (question.type === "noul") {
+    return [
+      {
+        name: `${name}.raw.noul`,
+        kind: "double",
+        value: (r) => {
+          const raw = r.raw?.[name];
+          return typeof raw === "number" ? raw : undefined;
+        },
+      },
+    ];
+  }
+  const keys = question.type === "choice" ? Object.keys(question.criteria) : question.criteria.map((_, k) => String(k));
+  return keys.map((k) => ({
+    name: `${name}.raw.p.${k}`,
+    kind: "double",
+    value: (r) => {
+      const raw = r.raw?.[name];
+      return typeof raw === "object" ? raw[k] : undefined;
+    },
+  }));
+}
+
+function reviewReason(v: ReviewVerdict | undefined): string {
+  if (!v) return "";
+  if (v.reasons.length === 0) return v.audit ? "audit sample" : "";
+  return v.reasons.map((r) => `${r.question} ${r.confidence.toFixed(3)} < ${r.threshold}`).join("; ");
+}
+
+/** A job's flat columns: id, line, model, kept fields, each question's values, usage. */
+export function flatColumns(questions: Record<string, Question>, keep: readonly string[], shape: RowShape = PLAIN, kept?: KeptKinds): FlatColumn[] {
+  const columns: FlatColumn[] = [
+    { name: "id", kind: "string", value: (r) => r.entry.id },
+    { name: "line", kind: "int", value: (r) => r.entry.line },
+    { name: "source", kind: "string", value: (r) => r.entry.source },
+    { name: "model", kind: "string", value: (r) => r.entry.model },
+  ];
+  if (shape.review) {
+    columns.push(
+      { name: "review_reason", kind: "string", value: (r) => reviewReason(r.review) },
+      { name: "audit", kind: "bool", value: (r) => r.review?.audit ?? false },
+    );
+  }
+  for (const field of keep) columns.push({ name: field, kind: kept?.get(field) ?? "json", value: (r) => r.entry.keep?.[field] });
+  for (const [name, question] of Object.entries(questions)) {
+    columns.push(...questionColumns(name, question));
+    if (shape.calibrated.has(name)) columns.push(...rawColumns(name, question));
+  }
+  columns.push(
+    { name: "input_tokens", kind: "int", value: (r) => r.entry.usage.input_tokens },
+    { name: "output_tokens", kind: "int", value: (r) => r.entry.usage.output_tokens },
+    { name: "dedup_of", kind: "int", value: (r) => r.entry.dedup_of },
+  );
+  return columns;
+}
+
+/**
+ * The kind of each kept field, from every value it takes in the output: one
+ * kind when all agree (whole numbers are `int`, any fraction makes the field
+ * `double`), else JSON text, which holds any value. Nulls and missing values
+ * do not count.
+ */
+export class KeptKindsOf {
+  private readonly seen = new Map<string, ColumnKind | "none">();
+  constructor(private readonly fields: readonly string[]) {
+    for (const f of fields) this.seen.set(f, "none");
+  }
+  add(keep: Record<string, unknown> | undefined): void {
+    if (!keep) return;
+    for (const field of this.fields) {
+      const value = keep[field];
+      if (value === null || value === undefined) continue;
+      const kind = kindOf(value);
+      const before = this.seen.get(field);
+      if (before === "none") this.seen.set(field, kind);
+      else if (before !== kind) this.seen.set(field, (before === "int" && kind === "double") || (before === "double" && kind === "int") ? "double" : "json");
+    }
+  }
+  kinds(): KeptKinds {
+    // A field that is always empty is text (of nulls).
+    return new Map([...this.seen].map(([f, k]) => [f, k === "none" ? "string" : k]));
+  }
+}
+
+function kindOf(value: unknown): ColumnKind {
+  switch (typeof value) {
+    case "string":
+      return "string";
+    case "boolean":
+      return "bool";
+    case "number":
+      return Number.isSafeInteger(value) ? "int" : "double";
+    default:
+      return "json";
+  }
+}

@@ -1,0 +1,256 @@
+/**
+ * Parquet in and out, checked against DuckDB as the independent
+ * implementation: it writes the inputs our reader reads (nested types,
+ * ZSTD, several row groups), and reads the outputs our writer writes.
+ */
+import { createWriteStream, mkdtempSync, readFileSync, statSync, truncateSync, copyFileSync } from "node:fs";
+import { PassThrough } from "node:stream";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../../src/logging/logger.js";
+import { flatColumns, type OutputRow } from "../../src/runner/columns.js";
+import { parseJob } from "../../src/runner/job.js";
+import { RunLimiter } from "../../src/runner/limiter.js";
+import { localTarget, writeOutputs } from "../../src/runner/outputs.js";
+import { localRanges, ParquetRowWriter, parquetItems, plainValue } from "../../src/runner/parquet.js";
+import { runJob } from "../../src/runner/run.js";
+import { openLocalSource, SourceError, type SourceItem } from "../../src/runner/sources.js";
+import { readAnswers } from "../../src/quality/answers.js";
+import { FakeEvaluator } from "../support/fake-evaluator.js";
+
+const dir = mkdtempSync(join(tmpdir(), "te-parquet-"));
+let duck: DuckDBConnection;
+
+beforeAll(async () => {
+  duck = await (await DuckDBInstance.create(":memory:")).connect();
+});
+afterAll(() => duck?.closeSync());
+
+/** Rows of a DuckDB query as plain JSON-able objects (BIGINT as numbers when safe). */
+async function query(sql: string): Promise<Record<string, unknown>[]> {
+  const result = await duck.runAndReadAll(sql);
+  return result.getRowObjectsJS().map((row) => plainValue(row) as Record<string, unknown>);
+}
+
+async function collect(items: AsyncIterable<SourceItem>): Promise<SourceItem[]> {
+  const out: SourceItem[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
+
+const records = (items: SourceItem[]) => items.map((i) => ("record" in i ? i.record : i.error));
+
+describe("Parquet input", () => {
+  it("reads a DuckDB file (ZSTD, three row groups, structs, lists, 64-bit ints, timestamps, nulls) as JSON records, in order", async () => {
+    const path = join(dir, "typed.parquet");
+    await duck.run(`COPY (
+      SELECT i AS n, 'text ' || i AS text, {'tier': CASE WHEN i % 2 = 0 THEN 'gold' END} AS customer, [i, i + 1] AS tags,
+             i::BIGINT * 1000000000000 AS big, CASE WHEN i = 7 THEN 9223372036854775807 END AS huge,
+             TIMESTAMP '2026-11-01 09:00:00' + INTERVAL (i) MINUTE AS at, i % 3 = 0 AS flag, i / 4 AS ratio
+      FROM range(5000) t(i)) TO '${path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)`);
+    expect((await query(`SELECT count(DISTINCT row_group_id) AS g FROM parquet_metadata('${path}')`))[0]).toEqual({ g: 3 });
+    const source = openLocalSource(path, "parquet");
+    const items = await collect(source.items);
+    expect(items).toHaveLength(5000);
+    expect(items.map((i) => i.line)).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
+    expect(items.map((i) => i.seq)).toEqual(Array.from({ length: 5000 }, (_, i) => i));
+    const got = records(items);
+    expect(got[0]).toEqual({
+      n: 0,
+      text: "text 0",
+      customer: { tier: "gold" },
+      tags: [0, 1],
+      big: 0,
+      huge: null,
+      at: "2026-11-01T09:00:00.000Z",
+      flag: true,
+      ratio: 0,
+    });
+    expect(got[7]).toMatchObject({ customer: { tier: null }, huge: "9223372036854775807", ratio: 1.75, at: "2026-11-01T09:07:00.000Z" });
+    expect(got[4999]).toMatchObject({ n: 4999, big: 4_999_000_000_000_000, tags: [4999, 5000] });
+    // Progress walks the file and ends at its size.
+    expect(source.progress()).toEqual({ bytes: statSync(path).size, total: statSync(path).size });
+  });
+
+  it("fetches only the columns the job reads, and every column when the job names one the file lacks", async () => {
+    const path = join(dir, "wide.parquet");
+    await duck.run(`COPY (SELECT 'r' || i AS id, 'short ' || i AS text, repeat(md5(i::VARCHAR), 64) AS padding FROM range(3000) t(i))
+      TO '${path}' (FORMAT parquet, COMPRESSION uncompressed)`);
+    const size = statSync(path).size;
+    const read = async (fields: string[] | undefined) => {
+      let fetched = 0;
+      const open = async () => {
+        const file = await localRanges(path);
+        return { ...file, slice: async (start: number, end?: number) => ((fetched += (end ?? size) - start), file.slice(start, end)) };
+      };
+      const items = await collect(parquetItems(open, path, 0, { bytes: 0 }, fields));
+      return { items, fetched };
+    };
+    const narrow = await read(["text", "id"]);
+    expect(records(narrow.items)[5]).toEqual({ id: "r5", text: "short 5" });
+    // The footer is read in one go (up to 512 KiB); the 6 MB padding column is never fetched.
+    expect(narrow.fetched).toBeLessThan(size / 5);
+    const all = await read(["text", "no_such_column"]);
+    expect(Object.keys(records(all.items)[0] as object).sort()).toEqual(["id", "padding", "text"]);
+    expect(all.fetched).toBeGreaterThan(size * 0.9);
+  });
+
+  it("stops with one clear error on a truncated file, on Parquet under another name, and on Parquet from stdin", async () => {
+    const path = join(dir, "cut.parquet");
+    await duck.run(`COPY (SELECT i FROM range(100) t(i)) TO '${path}' (FORMAT parquet)`);
+    const named = join(dir, "really-parquet.jsonl");
+    copyFileSync(path, named);
+    truncateSync(path, Math.floor(statSync(path).size / 2));
+    await expect(collect(openLocalSource(path, "parquet").items)).rejects.toThrow(SourceError);
+    await expect(collect(openLocalSource(path, "parquet").items)).rejects.toThrow(/cut\.parquet is not a Parquet file that can be read/);
+    await expect(collect(openLocalSource(named, "jsonl").items)).rejects.toThrow(
+      /really-parquet\.jsonl is a Parquet file: name it \.parquet or pass --format parquet/,
+    );
+    expect(() => openLocalSource("-", "parquet")).toThrow(/not stdin/);
+  });
+});
+
+describe("Parquet output", () => {
+  const job = parseJob(
+    {
+      state: "text",
+      id: "id",
+      keep: ["meta.n", "meta.ratio", "tags", "flag", "name"],
+      questions: {
+        refund: { type: "noul" },
+        team: { type: "choice", criteria: { billing: "money", shipping: "parcels", other: null } },
+        urgency: { type: "score", criteria: ["low", "medium", "high"] },
+      },
+    },
+    "job",
+  );
+
+  it("writes typed flat columns holding the same values as the CSV from the same journal (DuckDB reads them back)", async () => {
+    const data = join(dir, "in.jsonl");
+    const lines = Array.from({ length: 60 }, (_, i) =>
+      JSON.stringify({
+        id: `r${i}`,
+        text: i % 10 === 9 ? "same" : `ticket ${i} ünïcødé ✓`,
+        meta: { n: i, ratio: i % 2 ? i / 3 : i },
+        tags: i % 4 ? [i, "x"] : { k: i },
+        flag: i % 3 === 0,
+        ...(i % 5 ? { name: `name ${i}` } : {}),
+      }),
+    );
+    await import("node:fs/promises").then((fs) => fs.writeFile(data, lines.join("\n")));
+    const out = join(dir, "answers.parquet");
+    const result = await runJob({
+      job,
+      source: openLocalSource(data, "jsonl"),
+      evaluator: new FakeEvaluator(),
+      journalPath: `${out}.journal`,
+      answers: { target: localTarget(out), format: "parquet" },
+      errors: localTarget(`${out}.errors.jsonl`),
+      usage: undefined,
+      output: {
+        calibration: "batch",
+        review: { policy: { thresholds: { team: 0.99 }, auditRate: 0, seed: 1 }, target: localTarget(join(dir, "review.parquet")) },
+      },
+      limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),
+      concurrency: 4,
+      pricePerMillion: 1,
+      logger: createLogger({ level: "silent" }),
+    });
+    expect(result.status).toBe("done");
+    const csv = join(dir, "answers.csv");
+    await writeOutputs(`${out}.journal`, job, { target: localTarget(csv), format: "csv" }, localTarget(join(dir, "e.jsonl")), { calibration: "batch" });
+
+    const types = Object.fromEntries((await query(`DESCRIBE SELECT * FROM '${out}'`)).map((r) => [r["column_name"], r["column_type"]]));
+    expect(types).toMatchObject({
+      id: "VARCHAR",
+      line: "BIGINT",
+      "meta.n": "BIGINT",
+      "meta.ratio": "DOUBLE",
+      flag: "BOOLEAN",
+      name: "VARCHAR",
+      "refund.noul": "DOUBLE",
+      "refund.raw.noul": "DOUBLE",
+      "team.choice": "VARCHAR",
+      "team.confidence": "DOUBLE",
+      "team.p.billing": "DOUBLE",
+      "team.raw.p.other": "DOUBLE",
+      "urgency.score": "DOUBLE",
+      "urgency.level": "VARCHAR",
+      "urgency.p.2": "DOUBLE",
+      input_tokens: "BIGINT",
+      dedup_of: "BIGINT",
+    });
+    expect(types["tags"]).toMatch(/JSON|VARCHAR/);
+
+    // The CSV, parsed, against the Parquet as DuckDB reads it: same columns, same order, same values.
+    const { parse } = await import("csv-parse/sync");
+    const csvRows = parse(readFileSync(csv), { columns: true }) as Record<string, string>[];
+    const parquetRows = await query(`SELECT * FROM '${out}'`);
+    expect(parquetRows).toHaveLength(60);
+    expect(Object.keys(parquetRows[0] as object)).toEqual(Object.keys(csvRows[0] as object));
+    const asCsv = (v: unknown) => (v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v));
+    for (const [i, row] of parquetRows.entries()) {
+      for (const [column, value] of Object.entries(row)) {
+        const text = (csvRows[i] as Record<string, string>)[column];
+        if (typeof value === "number" && text !== "") expect(value, `${column} of row ${i}`).toBeCloseTo(Number(text), 12);
+        else if (column === "tags") expect(JSON.parse(String(value)), `${column} of row ${i}`).toEqual(JSON.parse(text as string));
+        else expect(asCsv(value), `${column} of row ${i}`).toBe(text);
+      }
+    }
+    expect(parquetRows.filter((r) => r["dedup_of"] !== null)).toHaveLength(5);
+    expect(parquetRows.filter((r) => r["name"] === null)).toHaveLength(12);
+    expect((parquetRows[3] as Record<string, unknown>)["urgency.level"]).toMatch(/^(low|medium|high)$/);
+
+    // The review file is Parquet too, with its reason and audit columns.
+    const review = await query(`SELECT review_reason, audit FROM '${join(dir, "review.parquet")}'`);
+    expect(review.length).toBe(result.summary.review?.below_threshold);
+    expect(review[0]).toMatchObject({ audit: false, review_reason: expect.stringMatching(/^team 0\.\d{3} < 0\.99$/) });
+
+    // `assess` and `report` read Parquet answers as they read the CSV.
+    // (`line` is where a row sits in its file: the CSV's header takes line 1.)
+    const read = async (path: string) => {
+      const rows = [];
+      for await (const { line, ...r } of await readAnswers(path, {})) rows.push(r);
+      return rows;
+    };
+    const fromParquet = await read(out);
+    expect(fromParquet).toHaveLength(60);
+    expect(fromParquet).toEqual(await read(csv));
+  });
+
+  it("writes a row group per ROW_GROUP_ROWS rows as it goes, and a valid empty file for no rows", async () => {
+    const columns = flatColumns({ ok: { type: "noul" } }, []);
+    const row = (i: number): OutputRow => ({
+      entry: { k: "answer", seq: i, line: i + 1, source: "s", id: `r${i}`, h: "", model: "m", answers: {}, usage: { input_tokens: i, output_tokens: 1 } },
+      answers: { ok: { type: "noul", noul: i / 2500 } },
+    });
+    const path = join(dir, "groups.parquet");
+    const stream = new PassThrough();
+    let shipped = 0;
+    stream.on("data", (chunk: Buffer) => (shipped += chunk.length));
+    const file = createWriteStream(path);
+    stream.pipe(file);
+    const writer = new ParquetRowWriter(stream, columns, 1000);
+    for (let i = 0; i < 2500; i++) await writer.row(row(i));
+    const beforeEnd = shipped;
+    await writer.end();
+    stream.end();
+    await new Promise<void>((resolve) => file.on("close", () => resolve()));
+    // Two full row groups had gone to the stream before the end: the writer holds one group, not the file.
+    expect(beforeEnd).toBeGreaterThan(0);
+    expect(await query(`SELECT count(*) AS n, sum("ok.noul") AS s, max(input_tokens) AS t FROM '${path}'`)).toEqual([
+      { n: 2500, s: expect.closeTo(((2499 * 2500) / 2 / 2500) as number, 9), t: 2499 },
+    ]);
+    expect(await query(`SELECT count(DISTINCT row_group_id) AS g FROM parquet_metadata('${path}')`)).toEqual([{ g: 3 }]);
+
+    const empty = join(dir, "empty.parquet");
+    const out = createWriteStream(empty);
+    const none = new ParquetRowWriter(out, columns);
+    await none.end();
+    await new Promise<void>((resolve) => out.end(resolve));
+    expect(await query(`SELECT count(*) AS n FROM '${empty}'`)).toEqual([{ n: 0 }]);
+    expect((await query(`DESCRIBE SELECT * FROM '${empty}'`)).map((r) => r["column_name"])).toEqual(columns.map((c) => c.name));
+  });
+});
