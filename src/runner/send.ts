@@ -105,8 +105,11 @@ export class Sender {
             ? error.retryAfterMs
             : undefined;
         if (error instanceof RateLimitError && serverDelay !== undefined) {
-          // The account's limit: hold every new attempt, this one included, until the endpoint said.
+          // The account's limit: hold every new attempt, this one included, until the endpoint said. The refused
+          // record itself also waits its own backoff (the server's delay is a floor): a 429 storm longer than a few
+          // short holds would otherwise use up its retries inside the storm (4 of 108 records, in 700 ms of 40 ms holds).
           limiter.hold(serverDelay);
+          await sleep(backoffMs(attempt, DEFAULT_RETRY, random), signal);
         } else {
           // Sporadic failures are this request's own: back off with jitter, the run goes on.
           await sleep(serverDelay ?? backoffMs(attempt, DEFAULT_RETRY, random), signal);

@@ -87,6 +87,20 @@ describe("Sender", () => {
     expect(s2.counts.overloaded).toBe(1);
   });
 
+  it("a 429 storm of short holds does not use up a record's retries: the record also waits its own backoff", async () => {
+    const stormEnds = Date.now() + 700;
+    const evaluator = new FakeEvaluator((r) => {
+      if (Date.now() < stormEnds) throw new RateLimitError("storm", 40);
+      return answer(r);
+    });
+    const sender = new Sender({ evaluator, limiter: limiter(), maxRetries: 4, signal: new AbortController().signal, random: noJitter });
+    const outcome = await sender.send(request, 1);
+    expect(outcome.ok).toBe(true);
+    // Attempts at 0, 375 and 1,125 ms: two refused, the third answered (with the hold alone: every 40 ms, five refused).
+    expect(evaluator.calls).toHaveLength(3);
+    expect(sender.counts.rateLimited).toBe(2);
+  });
+
   it("stops waiting when the run is aborted", async () => {
     const evaluator = new FakeEvaluator(() => {
       throw new UpstreamError(503, "down");
