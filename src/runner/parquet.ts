@@ -29,6 +29,23 @@ export interface RangedFile extends AsyncBuffer {
   close(): Promise<void>;
 }
 
+/** Reading a byte range failed (a disk or network error), as opposed to the bytes not being Parquet. */
+class ReadFailure extends Error {}
+
+/** The file with each failed read marked as the read's failure (not the format's). */
+function marked(file: RangedFile): AsyncBuffer {
+  return {
+    byteLength: file.byteLength,
+    slice: async (start, end = file.byteLength) => {
+      try {
+        return await file.slice(start, end);
+      } catch (error) {
+        throw new ReadFailure(`reading bytes ${start}-${end}: ${(error as Error).message}`);
+      }
+    },
+  };
+}
+
 /** A local file read by ranges through one file handle. */
 export async function localRanges(path: string): Promise<RangedFile> {
   const handle = await open(path, "r");
@@ -121,17 +138,19 @@ export async function* parquetItems(
   counter: { bytes: number },
   fields?: readonly string[],
 ): AsyncGenerator<SourceItem> {
-  let file: RangedFile;
+  let opened: RangedFile;
   try {
-    file = await openFile();
+    opened = await openFile();
   } catch (error) {
     throw new SourceError(`cannot read ${source}: ${(error as Error).message}`);
   }
+  const file = marked(opened);
   try {
     let metadata: FileMetaData;
     try {
       metadata = await parquetMetadataAsync(file);
     } catch (error) {
+      if (error instanceof ReadFailure) throw new SourceError(`cannot read ${source}: ${error.message}`);
       throw new SourceError(`${source} is not a Parquet file that can be read: ${(error as Error).message}`);
     }
     const columns = projection(metadata, fields);
@@ -164,7 +183,7 @@ export async function* parquetItems(
     }
     advance(file.byteLength);
   } finally {
-    await file.close();
+    await opened.close();
   }
 }
 

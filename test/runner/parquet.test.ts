@@ -109,6 +109,11 @@ describe("Parquet input", () => {
       /really-parquet\.jsonl is a Parquet file: name it \.parquet or pass --format parquet/,
     );
     expect(() => openLocalSource("-", "parquet")).toThrow(/not stdin/);
+    // A read that fails (disk, network) is said to be a failed read, not a file that is not Parquet.
+    const failing = async () => ({ byteLength: 1000, slice: async () => Promise.reject(new Error("socket hang up")), close: async () => undefined });
+    await expect(collect(parquetItems(failing, "s3://b/k.parquet", 0, { bytes: 0 }))).rejects.toThrow(
+      /^cannot read s3:\/\/b\/k\.parquet: reading bytes \d+-1000: socket hang up$/,
+    );
   });
 });
 
