@@ -1,5 +1,6 @@
 import { setFlagsFromString } from "node:v8";
 import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
 import { loadJob } from "../runner/job.js";
 import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
@@ -8,20 +9,6 @@ import { assessmentHtml } from "../quality/report.js";
 import { EXIT } from "./exit.js";
 import { numeric } from "./checks.js";
 import { writeFileAtomic } from "./files.js";
-
-interface AssessArgs {
-  answers: string;
-  gold: string;
-  job: string | undefined;
-  "id-field": string | undefined;
-  json: boolean;
-  html: string | undefined;
-  "fail-if": string | undefined;
-  seed: number;
-  bootstrap: number;
-  raw: boolean;
-  "allow-unmatched": boolean;
-}
 
 /**
  * Streaming a million answers and gold rows makes garbage faster than V8
@@ -43,8 +30,8 @@ export function jobQuestions(path: string | undefined): { questions: QuestionInf
 /** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
 function withGoldOptions<T>(y: Argv<T>) {
   return y
-    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl or .csv, optionally .gz)" })
-    .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL or CSV with the record id and one field per question" })
+    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet; JSONL and CSV optionally .gz)" })
+    .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL, CSV or Parquet with the record id and one field per question" })
     .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field); default: read from the answers" })
     .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
     .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))
@@ -52,16 +39,19 @@ function withGoldOptions<T>(y: Argv<T>) {
     .option("allow-unmatched", { type: "boolean", default: false, describe: "go on when some gold ids are not in the answers (they are reported)" });
 }
 
+function withAssessOptions<T>(y: Argv<T>) {
+  return withGoldOptions(y)
+    .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
+    .option("html", { type: "string", describe: "write a self-contained HTML report here" })
+    .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
+    .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" });
+}
+
 /** `typed-eval assess`: how right a run's labels are, against a hand-labeled sample. */
-export const assessCommand: CommandModule<object, AssessArgs> = {
+export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOptions>> = {
   command: "assess <answers>",
   describe: "Measure a run's answers against gold labels: accuracy, calibration, risk-coverage; gate on them",
-  builder: (y) =>
-    withGoldOptions(y)
-      .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
-      .option("html", { type: "string", describe: "write a self-contained HTML report here" })
-      .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
-      .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" }),
+  builder: withAssessOptions,
   handler: async (args) => {
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
@@ -92,29 +82,20 @@ export const assessCommand: CommandModule<object, AssessArgs> = {
   },
 };
 
-interface ThresholdArgs {
-  answers: string;
-  gold: string;
-  job: string | undefined;
-  "id-field": string | undefined;
-  "target-accuracy": number;
-  seed: number;
-  bootstrap: number;
-  json: boolean;
-  "allow-unmatched": boolean;
+function withThresholdOptions<T>(y: Argv<T>) {
+  return withGoldOptions(y)
+    .option(
+      "target-accuracy",
+      numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }),
+    )
+    .option("json", { type: "boolean", default: false, describe: "print JSON" });
 }
 
 /** `typed-eval thresholds`: per-question review thresholds for a target accuracy, from gold labels. */
-export const thresholdsCommand: CommandModule<object, ThresholdArgs> = {
+export const thresholdsCommand: CommandModule<object, ArgsOf<typeof withThresholdOptions>> = {
   command: "thresholds <answers>",
   describe: "Pick per-question review thresholds that reach a target accuracy on gold labels, with the coverage each gives",
-  builder: (y) =>
-    withGoldOptions(y)
-      .option(
-        "target-accuracy",
-        numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }),
-      )
-      .option("json", { type: "boolean", default: false, describe: "print JSON" }),
+  builder: withThresholdOptions,
   handler: async (args) => {
     favourSize();
     const target = args["target-accuracy"];

@@ -1,29 +1,27 @@
 import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
 import { createKey } from "../server/accounts.js";
 import { UsageError } from "./exit.js";
 
 /** The accounts file option shared by `serve` and `keys`. */
-export function accountsFileOption<T>(y: Argv<T>): Argv<T & { "accounts-file": string }> {
+export function accountsFileOption<T>(y: Argv<T>) {
   return y.option("accounts-file", {
     type: "string",
     default: process.env["TYPED_EVAL_ACCOUNTS_FILE"] ?? "accounts.json",
     describe: "accounts and key hashes ($TYPED_EVAL_ACCOUNTS_FILE)",
-  }) as Argv<T & { "accounts-file": string }>;
+  });
 }
 
-interface CreateArgs {
-  account: string;
-  models: string[];
-  "accounts-file": string;
+function withCreateOptions<T>(y: Argv<T>) {
+  return accountsFileOption(y)
+    .option("account", { type: "string", demandOption: true, describe: "account name" })
+    .option("models", { type: "array", string: true, default: [] as string[], describe: "models the account may use (default: all, or unchanged)" });
 }
 
-const createCommand: CommandModule<object, CreateArgs> = {
+const createCommand: CommandModule<object, ArgsOf<typeof withCreateOptions>> = {
   command: "create",
   describe: "Create an API key for an account (created if new); prints the key once",
-  builder: (y) =>
-    accountsFileOption(y)
-      .option("account", { type: "string", demandOption: true, describe: "account name" })
-      .option("models", { type: "array", string: true, default: [] as string[], describe: "models the account may use (default: all, or unchanged)" }),
+  builder: withCreateOptions,
   handler: (args) => {
     if (!/^[A-Za-z0-9][A-Za-z0-9._@-]*$/.test(args.account)) {
       throw new UsageError(`--account takes a name of letters, digits and . _ @ - (starting with a letter or digit), not ${JSON.stringify(args.account)}`);

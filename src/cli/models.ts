@@ -1,37 +1,29 @@
 import { existsSync, statSync } from "node:fs";
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
 import { pullModel, sha256File } from "../models/download.js";
 import { defaultModelsDir, ModelRegistry, versionedId } from "../models/registry.js";
 import { EXIT } from "./exit.js";
-import { GPU_CHOICES, probeBackend, type GpuChoice } from "../engines/llama.js";
+import { GPU_CHOICES, probeBackend } from "../engines/llama.js";
 import { defaultGpu } from "./model-options.js";
 import { progressBar } from "./progress.js";
 
-interface ListArgs {
-  "models-file": string | undefined;
-  json: boolean;
-  gpu: GpuChoice;
+function withListOptions<T>(y: Argv<T>) {
+  return y
+    .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
+    .option("json", { type: "boolean", default: false, describe: "print JSON" })
+    .option("gpu", {
+      choices: GPU_CHOICES,
+      default: defaultGpu(),
+      defaultDescription: "$TYPED_EVAL_GPU, else auto",
+      describe: "the backend choice to check",
+    });
 }
 
-interface PullArgs {
-  name: string;
-  "models-file": string | undefined;
-  "models-dir": string;
-}
-
-const listCommand: CommandModule<object, ListArgs> = {
+const listCommand: CommandModule<object, ArgsOf<typeof withListOptions>> = {
   command: "list",
   describe: "List the models of the registry and whether each is on this machine",
-  builder: (y) =>
-    y
-      .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
-      .option("json", { type: "boolean", default: false, describe: "print JSON" })
-      .option("gpu", {
-        choices: GPU_CHOICES,
-        default: defaultGpu(),
-        defaultDescription: "$TYPED_EVAL_GPU, else auto",
-        describe: "the backend choice to check",
-      }),
+  builder: withListOptions,
   handler: async (args) => {
     const registry = ModelRegistry.load({ file: args["models-file"] });
     const rows = registry.entries.map((entry) => {
@@ -60,14 +52,17 @@ const listCommand: CommandModule<object, ListArgs> = {
   },
 };
 
-const pullCommand: CommandModule<object, PullArgs> = {
+function withPullOptions<T>(y: Argv<T>) {
+  return y
+    .positional("name", { type: "string", default: "default", describe: "model name, alias or versioned id" })
+    .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
+    .option("models-dir", { type: "string", default: defaultModelsDir(), describe: "where models are stored ($TYPED_EVAL_MODELS_DIR)" });
+}
+
+const pullCommand: CommandModule<object, ArgsOf<typeof withPullOptions>> = {
   command: "pull [name]",
   describe: "Download a model's weights and verify their SHA-256",
-  builder: (y) =>
-    y
-      .positional("name", { type: "string", default: "default", describe: "model name, alias or versioned id" })
-      .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
-      .option("models-dir", { type: "string", default: defaultModelsDir(), describe: "where models are stored ($TYPED_EVAL_MODELS_DIR)" }),
+  builder: withPullOptions,
   handler: async (args) => {
     const registry = ModelRegistry.load({ file: args["models-file"] });
     const entry = registry.resolve(args.name);

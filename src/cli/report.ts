@@ -1,35 +1,29 @@
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
 import { displayLabels, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";
 import { writeFileAtomic } from "./files.js";
 
-interface ReportArgs {
-  answers: string;
-  compare: string | undefined;
-  job: string | undefined;
-  output: string | undefined;
-  json: boolean;
-  errors: string | undefined;
-  usage: string | undefined;
+function withReportOptions<T>(y: Argv<T>) {
+  return y
+    .positional("answers", {
+      type: "string",
+      demandOption: true,
+      describe: "answers a run wrote (.jsonl, .csv or .parquet); its .errors.jsonl and .usage.json are read when beside it",
+    })
+    .option("compare", { type: "string", describe: "an earlier run's answers: label shift (PSI, Jensen-Shannon), agreement, flipped records" })
+    .option("job", { alias: "j", type: "string", describe: "the job file (option order and level texts)" })
+    .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html)" })
+    .option("json", { type: "boolean", default: false, describe: "print the report's numbers as JSON" })
+    .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
+    .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" });
 }
 
 /** `typed-eval report`: a run at a glance, optionally against an earlier run. */
-export const reportCommand: CommandModule<object, ReportArgs> = {
+export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOptions>> = {
   command: "report <answers>",
   describe: "A run at a glance as one HTML file: label shares, confidence, label mass, errors, usage; --compare shows what moved",
-  builder: (y) =>
-    y
-      .positional("answers", {
-        type: "string",
-        demandOption: true,
-        describe: "answers a run wrote (.jsonl or .csv); its .errors.jsonl and .usage.json are read when beside it",
-      })
-      .option("compare", { type: "string", describe: "an earlier run's answers: label shift (PSI, Jensen-Shannon), agreement, flipped records" })
-      .option("job", { alias: "j", type: "string", describe: "the job file (option order and level texts)" })
-      .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html)" })
-      .option("json", { type: "boolean", default: false, describe: "print the report's numbers as JSON" })
-      .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
-      .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" }),
+  builder: withReportOptions,
   handler: async (args) => {
     favourSize();
     const { questions } = jobQuestions(args.job);

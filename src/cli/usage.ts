@@ -1,24 +1,22 @@
 import { readJsonFile } from "../api/json.js";
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
 import { isSummary, mergeSummaries, type UsageSummary } from "../runner/usage.js";
 import { EXIT, UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
 
-interface UsageArgs {
-  files: string[];
-  project: number | undefined;
-  json: boolean;
+function withUsageOptions<T>(y: Argv<T>) {
+  return y
+    .positional("files", { type: "string", array: true, demandOption: true, describe: "usage summary files" })
+    .option("project", numeric("project", { min: 0 }, { describe: "project the cost of this many records from what these runs used" }))
+    .option("json", { type: "boolean", default: false, describe: "print JSON" });
 }
 
 /** `typed-eval usage`: totals of any number of usage summaries (shards, nights), per-1,000 cost and a projection. */
-export const usageCommand: CommandModule<object, UsageArgs> = {
+export const usageCommand: CommandModule<object, ArgsOf<typeof withUsageOptions>> = {
   command: "usage <files..>",
   describe: "Merge usage summaries (*.usage.json) into totals, cost per 1,000 records and a projection",
-  builder: (y) =>
-    y
-      .positional("files", { type: "string", array: true, demandOption: true, describe: "usage summary files" })
-      .option("project", numeric("project", { min: 0 }, { describe: "project the cost of this many records from what these runs used" }))
-      .option("json", { type: "boolean", default: false, describe: "print JSON" }),
+  builder: withUsageOptions,
   handler: (args) => {
     const summaries: UsageSummary[] = [];
     for (const file of args.files) {

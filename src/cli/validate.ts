@@ -1,17 +1,18 @@
-import type { CommandModule } from "yargs";
+import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
 import { validateRequest } from "../api/validate.js";
 import { EXIT } from "./exit.js";
 import { isStdin, readInput } from "./input.js";
 
-interface Args {
-  file: string | undefined;
+function withValidateOptions<T>(y: Argv<T>) {
+  return y.positional("file", { type: "string", describe: "request body JSON; - or omitted for stdin" });
 }
 
 /** `typed-eval validate <file>`: checks a request body and prints the 422 body it would get. */
-export const validateCommand: CommandModule<object, Args> = {
+export const validateCommand: CommandModule<object, ArgsOf<typeof withValidateOptions>> = {
   command: "validate [file]",
   describe: "Check a SystemOneRequest JSON file (or - for stdin) against the v1 contract",
-  builder: (y) => y.positional("file", { type: "string", describe: "request body JSON; - or omitted for stdin" }),
+  builder: withValidateOptions,
   handler: async ({ file }) => {
     let body: unknown;
     try {
