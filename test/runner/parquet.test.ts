@@ -257,5 +257,9 @@ describe("Parquet output", () => {
     await new Promise<void>((resolve) => out.end(resolve));
     expect(await query(`SELECT count(*) AS n FROM '${empty}'`)).toEqual([{ n: 0 }]);
     expect((await query(`DESCRIBE SELECT * FROM '${empty}'`)).map((r) => r["column_name"])).toEqual(columns.map((c) => c.name));
+    // And our reader reads it as an empty input, its progress at the file's size.
+    const source = openLocalSource(empty, "parquet");
+    expect(await collect(source.items)).toEqual([]);
+    expect(source.progress().bytes).toBe(statSync(empty).size);
   });
 });
