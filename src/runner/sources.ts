@@ -74,7 +74,9 @@ export function maybeGunzip(input: Readable, name: string): Readable {
     if (looksLikeParquet(first)) {
       out.destroy(
         new SourceError(
-          `${name} is a Parquet file: name it .parquet or pass --format parquet${name === "stdin" ? " (Parquet is read from a path or S3, not stdin: it needs random access)" : ""}`,
+          name === "stdin"
+            ? "stdin is a Parquet file: Parquet is read from a path or an s3:// location (a reader seeks to its footer); save it as a .parquet file and pass its path"
+            : `${name} is a Parquet file: name it .parquet or pass --format parquet`,
         ),
       );
       return;

@@ -4,7 +4,7 @@
  * ZSTD, several row groups), and reads the outputs our writer writes.
  */
 import { createWriteStream, mkdtempSync, readFileSync, statSync, truncateSync, copyFileSync } from "node:fs";
-import { PassThrough } from "node:stream";
+import { PassThrough, Readable } from "node:stream";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
@@ -16,7 +16,7 @@ import { RunLimiter } from "../../src/runner/limiter.js";
 import { localTarget, writeOutputs } from "../../src/runner/outputs.js";
 import { localRanges, ParquetRowWriter, parquetItems, plainValue } from "../../src/runner/parquet.js";
 import { runJob } from "../../src/runner/run.js";
-import { openLocalSource, SourceError, type SourceItem } from "../../src/runner/sources.js";
+import { itemsOf, openLocalSource, SourceError, type SourceItem } from "../../src/runner/sources.js";
 import { readAnswers } from "../../src/quality/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 
@@ -109,6 +109,10 @@ describe("Parquet input", () => {
       /really-parquet\.jsonl is a Parquet file: name it \.parquet or pass --format parquet/,
     );
     expect(() => openLocalSource("-", "parquet")).toThrow(/not stdin/);
+    // Parquet piped in as JSONL: named as Parquet, with what to do instead.
+    await expect(collect(itemsOf(Readable.from([readFileSync(named)]), "jsonl", "stdin"))).rejects.toThrow(
+      /^stdin is a Parquet file: .*save it as a \.parquet file and pass its path$/,
+    );
     // A read that fails (disk, network) is said to be a failed read, not a file that is not Parquet.
     const failing = async () => ({ byteLength: 1000, slice: async () => Promise.reject(new Error("socket hang up")), close: async () => undefined });
     await expect(collect(parquetItems(failing, "s3://b/k.parquet", 0, { bytes: 0 }))).rejects.toThrow(
