@@ -12,7 +12,7 @@ import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds,
 import type { Job } from "./job.js";
 import { readJournal, type ErrorEntry } from "./journal.js";
 import { calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
-import { ParquetRowWriter } from "./parquet.js";
+import { ParquetEncoder } from "./parquet.js";
 
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
 export type OutputFormat = "jsonl" | "csv" | "parquet";
@@ -57,31 +57,39 @@ export function localTarget(location: string): OutputTarget {
   };
 }
 
-/** One writer per output format, bound to its stream: rows in, then `end` (a footer, buffered rows). */
+/**
+ * One encoder per output format: what a row adds to the file (maybe nothing
+ * yet: Parquet buffers a row group) and what ends it (a header when no row
+ * came, buffered rows, a footer). Encoders never touch a stream.
+ */
+export interface RowEncoder {
+  row(r: OutputRow): string | Uint8Array;
+  end(): string | Uint8Array;
+}
+
+/** An encoder bound to its stream: rows in, then `end`; each waits while the stream is full. */
 export interface RowWriter {
   row(r: OutputRow): Promise<void>;
   end(): Promise<void>;
 }
 
-async function write(stream: Writable, text: string): Promise<void> {
-  if (text !== "" && !stream.write(text)) await new Promise<void>((resolve) => stream.once("drain", resolve));
+async function write(stream: Writable, chunk: string | Uint8Array): Promise<void> {
+  if (chunk.length > 0 && !stream.write(chunk)) await new Promise<void>((resolve) => stream.once("drain", resolve));
 }
 
-/** A text format: a header (maybe empty), then one piece of text per row. */
-function textWriter(stream: Writable, header: string, line: (r: OutputRow) => string): RowWriter {
+export function streamWriter(stream: Writable, encoder: RowEncoder): RowWriter {
+  return { row: (r) => write(stream, encoder.row(r)), end: () => write(stream, encoder.end()) };
+}
+
+/** A text format: a header (maybe empty) before the first row (or alone, for no rows), then one piece of text per row. */
+function textEncoder(header: string, line: (r: OutputRow) => string): RowEncoder {
   let started = false;
-  const start = async () => {
-    if (started) return;
+  const head = () => {
+    if (started) return "";
     started = true;
-    await write(stream, header);
+    return header;
   };
-  return {
-    row: async (r) => {
-      await start();
-      await write(stream, line(r));
-    },
-    end: start,
-  };
+  return { row: (r) => head() + line(r), end: head };
 }
 
 /** A CSV cell: empty for nothing, JSON for objects and lists. */
@@ -90,17 +98,15 @@ function cell(value: unknown): unknown {
 }
 
 /** CSV: the flat columns as text; a UTF-8 BOM first when asked (Excel reads UTF-8 without one as a legacy code page). */
-function csvWriter(stream: Writable, columns: readonly FlatColumn[], bom: boolean): RowWriter {
+function csvEncoder(columns: readonly FlatColumn[], bom: boolean): RowEncoder {
   // Booleans as true/false: csv-stringify's default writes 1 and an empty cell, which reads as "no value".
   const options = { cast: { boolean: (b: boolean) => String(b) } };
-  return textWriter(stream, `${bom ? "\ufeff" : ""}${stringify([columns.map((c) => c.name)])}`, (r) =>
-    stringify([columns.map((c) => cell(c.value(r)))], options),
-  );
+  return textEncoder(`${bom ? "\ufeff" : ""}${stringify([columns.map((c) => c.name)])}`, (r) => stringify([columns.map((c) => cell(c.value(r)))], options));
 }
 
 /** JSONL: one object per record, the answers as the API returns them. */
-function jsonlWriter(stream: Writable, shape: RowShape): RowWriter {
-  return textWriter(stream, "", ({ entry: e, answers, raw, review }) => {
+function jsonlEncoder(shape: RowShape): RowEncoder {
+  return textEncoder("", ({ entry: e, answers, raw, review }) => {
     const row: Record<string, unknown> = { id: e.id, line: e.line, source: e.source, model: e.model };
     if (shape.review && review) {
       row["review_reasons"] = review.reasons;
@@ -116,7 +122,7 @@ function jsonlWriter(stream: Writable, shape: RowShape): RowWriter {
   });
 }
 
-/** What a writer needs besides its stream: the job, the row's shape, the kinds of kept fields (typed formats), the CSV BOM. */
+/** What an encoder needs: the job, the row's shape, the kinds of kept fields (typed formats), the CSV BOM. */
 export interface WriterSpec {
   job: Job;
   shape: RowShape;
@@ -124,15 +130,15 @@ export interface WriterSpec {
   bom?: boolean | undefined;
 }
 
-export function writerFor(format: OutputFormat, stream: Writable, spec: WriterSpec): RowWriter {
+export function encoderFor(format: OutputFormat, spec: WriterSpec): RowEncoder {
   const columns = () => flatColumns(spec.job.questions, spec.job.keep ?? [], spec.shape, spec.kept);
   switch (format) {
     case "csv":
-      return csvWriter(stream, columns(), spec.bom ?? false);
+      return csvEncoder(columns(), spec.bom ?? false);
     case "jsonl":
-      return jsonlWriter(stream, spec.shape);
+      return jsonlEncoder(spec.shape);
     case "parquet":
-      return new ParquetRowWriter(stream, columns());
+      return new ParquetEncoder(columns());
     default:
       return assertNever(format);
   }
@@ -195,17 +201,17 @@ export async function writeOutputs(
   // Kept fields journaled after a record's answer (the job's keep changed): only those records are held here.
   const rekept = new Map<number, { n: number; keep: Record<string, unknown> }>();
   // The kinds of the kept fields, for Parquet's column types: from every value journaled (a superset of those written).
-  const kept = new KeptKindsOf(job.keep ?? []);
+  const kept = answers.format === "parquet" ? new KeptKindsOf(job.keep ?? []) : undefined;
   let n = 0;
   for await (const entry of readJournal(journalPath)) {
     n++;
     if (entry.k === "answer") {
       lastAnswer.set(entry.seq, n);
-      kept.add(entry.keep);
+      kept?.add(entry.keep);
     } else if (entry.k === "error") lastError.set(entry.seq, n);
     else if (entry.k === "keep") {
       rekept.set(entry.seq, { n, keep: entry.keep });
-      kept.add(entry.keep);
+      kept?.add(entry.keep);
     }
   }
   let maps: CalibrationMaps | undefined;
@@ -235,9 +241,9 @@ export async function writeOutputs(
   const out = answers.target.open();
   const err = errors.open();
   const rev = policy.review?.target.open();
-  const spec: WriterSpec = { job, shape, kept: kept.kinds(), bom: policy.csvBom };
-  const writer = writerFor(answers.format, out.stream, spec);
-  const reviewWriter = rev ? writerFor(answers.format, rev.stream, { ...spec, shape: { ...shape, review: true } }) : undefined;
+  const spec: WriterSpec = { job, shape, kept: kept?.kinds(), bom: policy.csvBom };
+  const writer = streamWriter(out.stream, encoderFor(answers.format, spec));
+  const reviewWriter = rev ? streamWriter(rev.stream, encoderFor(answers.format, { ...spec, shape: { ...shape, review: true } })) : undefined;
   try {
     n = 0;
     for await (const entry of readJournal(journalPath)) {

@@ -10,10 +10,9 @@
  *
  * Writing buffers rows into columns and emits a row group every
  * `ROW_GROUP_ROWS` rows, so an output of any length is written in flat
- * memory, and the stream sees the file's bytes as they are made.
+ * memory, its bytes handed on as each group is made.
  */
 import { open } from "node:fs/promises";
-import type { Writable } from "node:stream";
 import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData, type RowGroup } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
@@ -158,8 +157,9 @@ export async function* parquetItems(
     let start = 0;
     let counted = 0;
     const advance = (to: number) => {
-      if (to > counted) counter.bytes += to - counted;
-      counted = Math.max(counted, to);
+      if (to <= counted) return;
+      counter.bytes += to - counted;
+      counted = to;
     };
     for (const [g, group] of metadata.row_groups.entries()) {
       const end = start + Number(group.num_rows);
@@ -171,7 +171,7 @@ export async function* parquetItems(
           `${source}: row group ${g + 1} of ${metadata.row_groups.length} (rows ${start + 1}-${end}) cannot be read: ${(error as Error).message}`,
         );
       }
-      advance(g === metadata.row_groups.length - 1 ? file.byteLength : groupEnd(group));
+      advance(groupEnd(group));
       for (let i = 0; i < rows.length; i++) {
         const row = rows[i] as Record<string, unknown>;
         // Dropped from the group as it is handed on: a record is collectable once the runner is done with it,
@@ -229,15 +229,16 @@ function typed(kind: ColumnKind, value: unknown): unknown {
   }
 }
 
-/** Writes rows as Parquet to a stream, a row group at a time; `end` writes the footer. */
-export class ParquetRowWriter {
+const NOTHING = new Uint8Array(0);
+
+/** Rows as Parquet, a row group at a time: `row` gives the bytes of a group when one is full, `end` the rest and the footer. */
+export class ParquetEncoder {
   private readonly bytes = new ByteWriter();
   private readonly writer: ParquetWriter;
   private buffers: unknown[][];
   private held = 0;
 
   constructor(
-    private readonly stream: Writable,
     private readonly columns: readonly FlatColumn[],
     private readonly groupRows = ROW_GROUP_ROWS,
   ) {
@@ -246,34 +247,34 @@ export class ParquetRowWriter {
     this.buffers = columns.map(() => []);
   }
 
-  async row(r: OutputRow): Promise<void> {
+  row(r: OutputRow): Uint8Array {
     for (let c = 0; c < this.columns.length; c++) {
       const column = this.columns[c] as FlatColumn;
       (this.buffers[c] as unknown[]).push(typed(column.kind, column.value(r)));
     }
-    if (++this.held >= this.groupRows) await this.flushGroup();
+    if (++this.held >= this.groupRows) this.writeGroup();
+    return this.take();
   }
 
-  async end(): Promise<void> {
-    await this.flushGroup();
+  end(): Uint8Array {
+    this.writeGroup();
     this.writer.finish();
-    await this.ship();
+    return this.take();
   }
 
-  private async flushGroup(): Promise<void> {
+  private writeGroup(): void {
     if (this.held === 0) return;
     const columnData = this.columns.map((c, i): ColumnSource => ({ name: c.name, data: this.buffers[i] as ColumnSource["data"] }));
     this.writer.write({ columnData, rowGroupSize: this.held });
     this.buffers = this.columns.map(() => []);
     this.held = 0;
-    await this.ship();
   }
 
-  /** Hands the bytes made so far to the stream (a copy: the buffer is reused) and waits while the stream is full. */
-  private async ship(): Promise<void> {
-    if (this.bytes.index === 0) return;
+  /** The bytes made since the last call (a copy: the buffer is reused), often none. */
+  private take(): Uint8Array {
+    if (this.bytes.index === 0) return NOTHING;
     const chunk = Buffer.from(this.bytes.getBytes());
     this.bytes.index = 0;
-    if (!this.stream.write(chunk)) await new Promise<void>((resolve) => this.stream.once("drain", resolve));
+    return chunk;
   }
 }

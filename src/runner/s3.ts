@@ -118,24 +118,22 @@ export async function openS3Source(
       if (object.size === 0) continue;
       const name = `s3://${bucket}/${object.key}`;
       const kind = formatOf(object.key, format);
-      if (kind === "parquet") {
-        for await (const item of parquetItems(async () => s3Ranges(client, bucket, object.key, object.size), name, seq, counter, options.fields)) {
-          seq = item.seq + 1;
-          yield item;
-        }
-        continue;
+      let body: Readable | undefined;
+      let records: AsyncGenerator<SourceItem>;
+      if (kind === "parquet") records = parquetItems(async () => s3Ranges(client, bucket, object.key, object.size), name, seq, counter, options.fields);
+      else {
+        body = (await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }))).Body as Readable;
+        body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
+        records = itemsOf(body, kind, name, seq);
       }
-      const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }));
-      const body = got.Body as Readable;
-      body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
       try {
-        for await (const item of itemsOf(body, kind, name, seq)) {
+        for await (const item of records) {
           seq = item.seq + 1;
           yield item;
         }
       } finally {
         // An unconsumed body holds its socket: the client hangs after 50.
-        body.destroy();
+        body?.destroy();
       }
     }
   }

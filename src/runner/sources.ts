@@ -1,7 +1,7 @@
 /**
  * Record sources: JSONL or CSV, optionally gzip, from a path or stdin, and
- * Parquet from a path (parquet.ts); S3 in s3.ts. Streamed: a record is read only when the runner pulls it, so
- * memory stays flat whatever the input size. A record that cannot be parsed
+ * Parquet from a path (parquet.ts); S3 in s3.ts. Streamed: a record is read
+ * only when the runner pulls it, so memory stays flat whatever the input size. A record that cannot be parsed
  * becomes an error item with its line number; the stream goes on.
  */
 import { isUtf8 } from "node:buffer";
@@ -15,6 +15,10 @@ import { InvocationError } from "../api/errors.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+
+/** Why Parquet cannot come from stdin, and what to do instead. */
+const PARQUET_NOT_ON_STDIN =
+  "Parquet is read from a path or an s3:// location, not stdin (a reader seeks to its footer); save it as a .parquet file and pass its path";
 
 /** Formats records are read in (outputs have their own list in outputs.ts). */
 export type InputFormat = "jsonl" | "csv" | "parquet";
@@ -74,9 +78,7 @@ export function maybeGunzip(input: Readable, name: string): Readable {
     if (looksLikeParquet(first)) {
       out.destroy(
         new SourceError(
-          name === "stdin"
-            ? "stdin is a Parquet file: Parquet is read from a path or an s3:// location (a reader seeks to its footer); save it as a .parquet file and pass its path"
-            : `${name} is a Parquet file: name it .parquet or pass --format parquet`,
+          name === "stdin" ? `stdin is a Parquet file: ${PARQUET_NOT_ON_STDIN}` : `${name} is a Parquet file: name it .parquet or pass --format parquet`,
         ),
       );
       return;
@@ -101,7 +103,6 @@ function counted(input: Readable, counter: { bytes: number }): Readable {
   return input;
 }
 
-/** Bytes as MiB with one decimal, for the messages of size limits. */
 /** A byte count for people: 512 B, 8.0 MiB, 1.2 GiB. */
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
@@ -301,7 +302,7 @@ export function itemsOf(stream: Readable, format: "jsonl" | "csv", source: strin
 export function openLocalSource(location: string, format: InputFormat, options: SourceOptions = {}): Source {
   const counter = { bytes: 0 };
   if (location === "-") {
-    if (format === "parquet") throw new SourceError("Parquet is read from a path or s3:// location, not stdin: a reader needs to seek to its footer");
+    if (format === "parquet") throw new SourceError(PARQUET_NOT_ON_STDIN);
     return { name: "stdin", items: itemsOf(counted(process.stdin, counter), format, "stdin"), progress: () => ({ bytes: counter.bytes, total: undefined }) };
   }
   let total: number;

@@ -13,8 +13,8 @@ import { createLogger } from "../../src/logging/logger.js";
 import { flatColumns, type OutputRow } from "../../src/runner/columns.js";
 import { parseJob } from "../../src/runner/job.js";
 import { RunLimiter } from "../../src/runner/limiter.js";
-import { localTarget, writeOutputs } from "../../src/runner/outputs.js";
-import { localRanges, ParquetRowWriter, parquetItems, plainValue } from "../../src/runner/parquet.js";
+import { localTarget, streamWriter, writeOutputs } from "../../src/runner/outputs.js";
+import { localRanges, ParquetEncoder, parquetItems, plainValue } from "../../src/runner/parquet.js";
 import { runJob } from "../../src/runner/run.js";
 import { itemsOf, openLocalSource, SourceError, type SourceItem } from "../../src/runner/sources.js";
 import { readAnswers } from "../../src/quality/answers.js";
@@ -241,7 +241,7 @@ describe("Parquet output", () => {
     stream.on("data", (chunk: Buffer) => (shipped += chunk.length));
     const file = createWriteStream(path);
     stream.pipe(file);
-    const writer = new ParquetRowWriter(stream, columns, 1000);
+    const writer = streamWriter(stream, new ParquetEncoder(columns, 1000));
     for (let i = 0; i < 2500; i++) await writer.row(row(i));
     const beforeEnd = shipped;
     await writer.end();
@@ -256,7 +256,7 @@ describe("Parquet output", () => {
 
     const empty = join(dir, "empty.parquet");
     const out = createWriteStream(empty);
-    const none = new ParquetRowWriter(out, columns);
+    const none = streamWriter(out, new ParquetEncoder(columns));
     await none.end();
     await new Promise<void>((resolve) => out.end(resolve));
     expect(await query(`SELECT count(*) AS n FROM '${empty}'`)).toEqual([{ n: 0 }]);
