@@ -99,11 +99,10 @@ function shardText(value: unknown): string {
  */
 export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJob(args), beforeModel?: () => void | Promise<void>) {
   const shard: Shard | undefined = args.shard ? parseShard(args.shard) : undefined;
-  const format = formatOf(args.input, args.format);
   const fields = fieldsRead(job);
   let source: Source = isS3(args.input)
     ? await openS3Source(args.input, args.format, { fields, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
-    : openLocalSource(args.input, format, { fields });
+    : openLocalSource(args.input, formatOf(args.input, args.format), { fields });
   if (args.limit !== undefined) source = firstRecords(source, args.limit);
   if (args.sample !== undefined) source = sampleRecords(source, args.sample, args.seed);
   checkBaseUrl(args["base-url"]);
@@ -112,7 +111,7 @@ export async function prepareJob(args: JobArgs, logger: Logger, job: Job = readJ
   // An embedded model knows its price (0 for a file the registry does not know); a remote one costs the hosted price unless told.
   const price = args.price ?? evaluator.pricePerMillion?.(job.model) ?? (args["base-url"] ? 0.042 : (entry?.price_per_million_input_tokens ?? 0.042));
   const concurrency = args.concurrency ?? (args["base-url"] ? 32 : 4);
-  return { job, shard, format, source, evaluator, price, concurrency };
+  return { job, shard, source, evaluator, price, concurrency };
 }
 
 /** The prompt text of the first record that makes a request (shard and bad records skipped). */
