@@ -6,7 +6,7 @@ import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
-import { EXIT } from "./exit.js";
+import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
 import { writeFileAtomic } from "./files.js";
 

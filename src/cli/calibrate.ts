@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from "node:fs";
 import type { Argv, CommandModule } from "yargs";
 import { createLogger } from "../logging/logger.js";
 import { loadJob } from "../runner/job.js";
-import { isSummary } from "../runner/usage.js";
+import { isSummary } from "../runner/output/usage.js";
 import { readAnswers, type QuestionInfo } from "../quality/answers.js";
 import { joinGold, Rows } from "../quality/assess.js";
 import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationFile, type FittedQuestion } from "../quality/calibrate.js";

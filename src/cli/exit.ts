@@ -1,35 +1,5 @@
 import { InvocationError } from "../api/errors.js";
 
-/** Exit codes a scheduler can act on (the same for every command). */
-export const EXIT = {
-  /** Everything succeeded. */
-  ok: 0,
-  /** Some records or inputs failed; see the errors output. */
-  partial: 1,
-  /** Bad invocation, job file or input that nothing could be done with. */
-  usage: 2,
-  /** Aborted (auth failure, upstream unreachable); rerunning resumes. */
-  aborted: 3,
-  /** A quality gate (`assess --fail-if`) failed: the labels are not good enough. */
-  gate: 4,
-  /**
-   * Every record failed, or the first records all failed for the same reason
-   * (a wrong state field, format or path): the run stopped early and names the
-   * reason. Retrying will not help; fixing the job or input will.
-   */
-  allFailed: 5,
-  /** The input is absent (no such file, key or objects) or holds no records: a scheduler may map this to "skipped". */
-  noInput: 6,
-  /** Another run holds this job's journal (its host, pid and start time are printed); nothing was done. */
-  locked: 7,
-  /** Stopped by SIGINT (128 + 2) after finishing what was in flight; rerunning resumes. */
-  interrupted: 130,
-  /** Stopped by SIGTERM (128 + 15) after finishing what was in flight; rerunning resumes. */
-  terminated: 143,
-} as const;
-
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
-
 /** A bad argument value: one line on stderr, exit 2. */
 export class UsageError extends InvocationError {
   override name = "UsageError";

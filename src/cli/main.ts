@@ -10,12 +10,13 @@ import { modelsCommand } from "./models.js";
 import { serveCommand } from "./serve.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
-import { EXIT, UsageError } from "./exit.js";
+import { EXIT } from "../api/exit-codes.js";
+import { UsageError } from "./exit.js";
 import { InvocationError } from "../api/errors.js";
 import { assessCommand, thresholdsCommand } from "./assess.js";
 import { reportCommand } from "./report.js";
 import { calibrateCommand } from "./calibrate.js";
-import { SourceError } from "../runner/sources.js";
+import { SourceError } from "../runner/input/source.js";
 
 const COMMANDS = [
   runCommand,

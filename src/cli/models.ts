@@ -3,7 +3,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { pullModel, sha256File } from "../models/download.js";
 import { defaultModelsDir, ModelRegistry, versionedId } from "../models/registry.js";
-import { EXIT } from "./exit.js";
+import { EXIT } from "../api/exit-codes.js";
 import { GPU_CHOICES, probeBackend } from "../engines/llama.js";
 import { defaultGpu } from "./model-options.js";
 import { progressBar } from "./progress.js";

@@ -1,8 +1,9 @@
 import { readJsonFile } from "../api/json.js";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
-import { isSummary, mergeSummaries, type UsageSummary } from "../runner/usage.js";
-import { EXIT, UsageError } from "./exit.js";
+import { isSummary, mergeSummaries, type UsageSummary } from "../runner/output/usage.js";
+import { EXIT } from "../api/exit-codes.js";
+import { UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
 
 function withUsageOptions<T>(y: Argv<T>) {

@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { validateRequest } from "../api/validate.js";
-import { EXIT } from "./exit.js";
+import { EXIT } from "../api/exit-codes.js";
 import { isStdin, readInput } from "./input.js";
 
 function withValidateOptions<T>(y: Argv<T>) {

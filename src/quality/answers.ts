@@ -7,8 +7,9 @@
  */
 import type { Content, Question, QuestionType } from "../api/schema.js";
 import { questionLabels } from "../evaluator/calibration.js";
-import { valueAt } from "../runner/records.js";
-import { formatOf, openLocalSource, SourceError, type InputFormat, type Source } from "../runner/sources.js";
+import { valueAt } from "../runner/input/records.js";
+import { formatOf, openLocalSource, type InputFormat } from "../runner/input/sources.js";
+import { SourceError, type Source } from "../runner/input/source.js";
 import { InvocationError } from "../api/errors.js";
 
 /** A question as the quality tools see it: its type and its labels in answer order. */

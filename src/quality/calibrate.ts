@@ -17,7 +17,7 @@ import {
   type Method,
   type QuestionCalibration,
 } from "../evaluator/calibration.js";
-import { PriorEstimate } from "../runner/labels.js";
+import { PriorEstimate } from "../runner/output/labels.js";
 import { QualityInputError, type QuestionInfo } from "./answers.js";
 import type { Rows } from "./assess.js";
 import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, seededRandom, topLabelConfidence, type Scored } from "./metrics.js";

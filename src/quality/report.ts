@@ -9,7 +9,7 @@
 import { createReadStream, existsSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { argmax } from "../evaluator/readout.js";
-import { isSummary, type UsageSummary } from "../runner/usage.js";
+import { isSummary, type UsageSummary } from "../runner/output/usage.js";
 import { readAnswers, type QuestionInfo } from "./answers.js";
 import { LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
 import { barChart, coverageCurve, escapeHtml, heatMap, histogram, num, page, pct, reliabilityDiagram, table } from "./html.js";

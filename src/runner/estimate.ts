@@ -6,9 +6,9 @@
  */
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Job } from "./job.js";
-import { prepareItem, type Shard } from "./records.js";
-import type { Source } from "./sources.js";
-import { costOf } from "./usage.js";
+import { prepareItem, type Shard } from "./input/records.js";
+import type { Source } from "./input/source.js";
+import { costOf } from "./output/usage.js";
 
 export interface Estimate {
   records: number;

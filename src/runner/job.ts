@@ -17,7 +17,6 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { SystemOneRequest } from "../api/schema.js";
 import { validateAgainst, validateRequest } from "../api/validate.js";
-import { parseShare } from "./labels.js";
 
 const JobSchema = Type.Object(
   {
@@ -122,4 +121,11 @@ export function loadJob(path: string): Job {
     throw new JobError(`${path} is not valid JSON${comments || `: ${(error as Error).message}`}`);
   }
   return parseJob(json, path);
+}
+
+/** Reads an audit share: "1%", "0.5%" or a fraction such as 0.01. Undefined when it is neither. */
+export function parseShare(value: string | number): number | undefined {
+  const text = String(value).trim();
+  const share = text.endsWith("%") ? Number(text.slice(0, -1)) / 100 : Number(text);
+  return text !== "" && text !== "%" && Number.isFinite(share) && share >= 0 && share <= 1 ? share : undefined;
 }

@@ -10,17 +10,17 @@ import { TypedEvalError } from "../api/errors.js";
 import type { Usage } from "../api/schema.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
-import { Dedup } from "./dedup.js";
+import { Dedup } from "./state/dedup.js";
 import type { Job } from "./job.js";
-import { Journal, type AnswerEntry, type ErrorEntry } from "./journal.js";
-import type { RunLimiter } from "./limiter.js";
-import { forEachBounded } from "./loop.js";
-import { writeOutputs, type OutputFormat, type OutputPolicy, type OutputTarget } from "./outputs.js";
-import { prepareItem, type Shard } from "./records.js";
-import { AbortRun, Sender, type Outcome } from "./send.js";
-import { SourceError, type Source, type SourceItem } from "./sources.js";
-import { FailureWatch, runSummary, statusOf, type RunStatus } from "./summary.js";
-import { costOf, type UsageSummary } from "./usage.js";
+import { Journal, type AnswerEntry, type ErrorEntry } from "./state/journal.js";
+import type { RunLimiter } from "./send/limiter.js";
+import { forEachBounded } from "./send/loop.js";
+import { writeOutputs, type OutputFormat, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
+import { prepareItem, type Shard } from "./input/records.js";
+import { AbortRun, Sender, type Outcome } from "./send/send.js";
+import { SourceError, type Source, type SourceItem } from "./input/source.js";
+import { FailureWatch, runSummary, statusOf, type RunStatus } from "./output/summary.js";
+import { costOf, type UsageSummary } from "./output/usage.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {

@@ -13,7 +13,7 @@ import type { Answer, Question } from "../../src/api/schema.js";
 import { answerDistribution, applyMap } from "../../src/evaluator/calibration.js";
 import type { CalibrationFile } from "../../src/quality/calibrate.js";
 import type { Assessment } from "../../src/quality/assess.js";
-import type { UsageSummary } from "../../src/runner/usage.js";
+import type { UsageSummary } from "../../src/runner/output/usage.js";
 import { BIN } from "../support/cli.js";
 import { whenFile } from "../support/watch.js";
 import { generatedModel, TINY } from "../support/models.js";

@@ -4,10 +4,10 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Dedup, Lru } from "../../src/runner/dedup.js";
-import { acquireLock, LockedError } from "../../src/runner/lock.js";
-import { forEachBounded, type LoopHooks } from "../../src/runner/loop.js";
-import { FailureWatch, statusOf } from "../../src/runner/summary.js";
+import { Dedup, Lru } from "../../src/runner/state/dedup.js";
+import { acquireLock, LockedError } from "../../src/runner/state/lock.js";
+import { forEachBounded, type LoopHooks } from "../../src/runner/send/loop.js";
+import { FailureWatch, statusOf } from "../../src/runner/output/summary.js";
 import { answer } from "../support/fake-evaluator.js";
 
 async function* numbers(n: number, onRead?: (i: number) => void): AsyncGenerator<number> {

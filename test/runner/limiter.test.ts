@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { RunLimiter } from "../../src/runner/limiter.js";
+import { RunLimiter } from "../../src/runner/send/limiter.js";
 
 beforeEach(() => {
   vi.useFakeTimers({ now: 0 });

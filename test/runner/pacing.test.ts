@@ -1,6 +1,6 @@
 /** The pace and the retry budget on a fake clock: each transition where the design puts it. */
 import { describe, expect, it } from "vitest";
-import { Pace, RetryBudget, type AttemptOutcome } from "../../src/runner/pacing.js";
+import { Pace, RetryBudget, type AttemptOutcome } from "../../src/runner/send/pacing.js";
 import { seededRandom } from "../../src/quality/metrics.js";
 
 function clock() {

@@ -2,8 +2,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { AuthenticationError, OverloadedError, RateLimitError, UnprocessableEntityError, UpstreamError } from "../../src/api/errors.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
-import { RunLimiter } from "../../src/runner/limiter.js";
-import { AbortRun, Sender } from "../../src/runner/send.js";
+import { RunLimiter } from "../../src/runner/send/limiter.js";
+import { AbortRun, Sender } from "../../src/runner/send/send.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
 const request: SystemOneRequest = { model: "default", state: "a ticket", questions: { ok: { type: "noul" } } };

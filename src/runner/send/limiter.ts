@@ -30,7 +30,7 @@
  * window waits for an empty window and is counted at the window's size.
  */
 import Bottleneck from "bottleneck";
-import { sleep } from "../api/retry.js";
+import { sleep } from "../../api/retry.js";
 import { Pace, RetryBudget, type AttemptOutcome, type PaceReport, type PaceSettings } from "./pacing.js";
 
 export interface LimiterOptions {

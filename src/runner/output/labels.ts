@@ -7,9 +7,9 @@
  * threshold needs only a rerun, which asks the model nothing, and a resumed
  * run can never write a review row twice.
  */
-import type { Answer, Question } from "../api/schema.js";
-import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
-import { fnv1a } from "./records.js";
+import type { Answer, Question } from "../../api/schema.js";
+import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type Method, type QuestionCalibration } from "../../evaluator/calibration.js";
+import { unitHash } from "../input/records.js";
 
 /** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
 export interface ReviewPolicy {
@@ -28,18 +28,6 @@ export interface ReviewVerdict {
 /** The top label's probability of an answer: for a noul max(p, 1 - p), else the largest option or level probability. */
 export function topLabelProbability(question: Question, answer: Answer): number {
   return Math.max(...answerDistribution(question, answer));
-}
-
-/** FNV-1a of a string to [0, 1): the audit sample depends only on the seed and the record, never on order or resumption. */
-export function unitHash(text: string): number {
-  let h = fnv1a(text);
-  // One more avalanche round: FNV's low bits mix poorly for short, similar keys.
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return (h >>> 0) / 4294967296;
 }
 
 export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Question>, answers: Record<string, Answer>, key: string): ReviewVerdict {
@@ -112,13 +100,6 @@ export class PriorEstimate {
   priors(): Record<string, number[]> {
     return Object.fromEntries([...this.sums].map(([name, sum]) => [name, sum.map((s) => s / Math.max(this.n, 1))]));
   }
-}
-
-/** Reads an audit share: "1%", "0.5%" or a fraction such as 0.01. Undefined when it is neither. */
-export function parseShare(value: string | number): number | undefined {
-  const text = String(value).trim();
-  const share = text.endsWith("%") ? Number(text.slice(0, -1)) / 100 : Number(text);
-  return text !== "" && text !== "%" && Number.isFinite(share) && share >= 0 && share <= 1 ? share : undefined;
 }
 
 /** Review thresholds per question from one number (every question) or a map. */

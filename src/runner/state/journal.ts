@@ -7,8 +7,8 @@
  */
 import { closeSync, createReadStream, existsSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import { createInterface } from "node:readline";
-import type { Answer, Usage } from "../api/schema.js";
-import { InvocationError } from "../api/errors.js";
+import type { Answer, Usage } from "../../api/schema.js";
+import { InvocationError } from "../../api/errors.js";
 
 export interface AnswerEntry {
   k: "answer";

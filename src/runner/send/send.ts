@@ -12,11 +12,11 @@ import {
   TypedEvalError,
   UpstreamError,
   UpstreamUnavailableError,
-} from "../api/errors.js";
-import { backoffMs, DEFAULT_RETRY, sleep } from "../api/retry.js";
-import type { SystemOneRequest } from "../api/schema.js";
-import type { Evaluation, Evaluator } from "../evaluator/evaluator.js";
-import type { ErrorEntry } from "./journal.js";
+} from "../../api/errors.js";
+import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
+import type { SystemOneRequest } from "../../api/schema.js";
+import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
+import type { ErrorEntry } from "../state/journal.js";
 import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
 

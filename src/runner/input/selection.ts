@@ -4,8 +4,8 @@
  * keep their place in the input (seq and line), so a later full run resumes
  * what a trial answered.
  */
-import { unitHash } from "./labels.js";
-import type { Source, SourceItem } from "./sources.js";
+import { unitHash } from "./records.js";
+import type { Source, SourceItem } from "./source.js";
 
 /** The first `n` records of a source. */
 export function firstRecords(source: Source, n: number): Source {

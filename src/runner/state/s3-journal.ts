@@ -22,7 +22,7 @@ import { closeSync, existsSync, openSync, readSync, statSync, writeFileSync, app
 import { hostname } from "node:os";
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { LockedError, type Lock, type LockHolder } from "./lock.js";
-import { isMissingKey, keysUnder, parseS3, s3Client } from "./s3.js";
+import { isMissingKey, keysUnder, parseS3, s3Client } from "../s3.js";
 
 export interface S3JournalOptions {
   flushMs?: number;

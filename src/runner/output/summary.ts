@@ -2,12 +2,12 @@
  * How a run ended, and its usage summary: this invocation's counts, every
  * earlier run's (from the journal), and the outputs' totals.
  */
-import { totalVariation } from "../evaluator/calibration.js";
-import type { Job } from "./job.js";
-import type { RunEntry } from "./journal.js";
+import { totalVariation } from "../../evaluator/calibration.js";
+import type { Job } from "../job.js";
+import type { RunEntry } from "../state/journal.js";
 import type { WrittenCounts } from "./outputs.js";
-import type { PaceReport } from "./pacing.js";
-import type { SendCounts } from "./send.js";
+import type { PaceReport } from "../send/pacing.js";
+import type { SendCounts } from "../send/send.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
 
 /**

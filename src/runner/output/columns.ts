@@ -5,8 +5,8 @@
  * columns (an exhaustive switch: a new type does not compile until it has
  * them).
  */
-import type { Answer, Question, ScoreAnswer } from "../api/schema.js";
-import type { AnswerEntry } from "./journal.js";
+import type { Answer, Question, ScoreAnswer } from "../../api/schema.js";
+import type { AnswerEntry } from "../state/journal.js";
 import type { ReviewVerdict } from "./labels.js";
 
 /** What one output row holds: the journal entry, the answers as written (calibrated or not), the raw ones, a review verdict. */

@@ -9,9 +9,9 @@ import { createReadStream, statSync } from "node:fs";
 import { PassThrough, Transform, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
-import { depthExceededAt, MAX_JSON_DEPTH } from "../api/json.js";
+import { depthExceededAt, MAX_JSON_DEPTH } from "../../api/json.js";
 import { localRanges, looksLikeParquet, parquetItems } from "./parquet.js";
-import { InvocationError } from "../api/errors.js";
+import { SourceError, type Source, type SourceItem } from "./source.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
@@ -26,26 +26,6 @@ export type InputFormat = "jsonl" | "csv" | "parquet";
 /** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records). Parquet fetches only those columns. */
 export interface SourceOptions {
   fields?: readonly string[] | undefined;
-}
-
-/** One input record, or why a line could not be read. `seq` numbers records across the whole input. */
-export type SourceItem = { seq: number; line: number; source: string; record: unknown } | { seq: number; line: number; source: string; error: string };
-
-export interface Source {
-  name: string;
-  items: AsyncIterable<SourceItem>;
-  /** Bytes read so far and the total when known, for progress. */
-  progress(): { bytes: number; total: number | undefined };
-}
-
-export class SourceError extends InvocationError {
-  override name = "SourceError";
-  /** The input is not there at all (no such file, key or objects under a prefix): a scheduler may map this to "skipped". */
-  readonly absent: boolean;
-  constructor(message: string, options: { absent?: boolean } = {}) {
-    super(message);
-    this.absent = options.absent ?? false;
-  }
 }
 
 /** The format a location implies: `.csv` (or `.csv.gz`) is CSV, `.parquet` (`.pq`, `.parq`) Parquet, anything else JSONL. */

@@ -2,8 +2,8 @@
  * Identical requests in one run are sent once: a request already answered is
  * copied from a bounded cache, one still in flight is awaited.
  */
-import type { Answer, SystemOneResponse } from "../api/schema.js";
-import type { Outcome } from "./send.js";
+import type { Answer, SystemOneResponse } from "../../api/schema.js";
+import type { Outcome } from "../send/send.js";
 
 /** A bounded map that forgets the least recently used entries. */
 export class Lru<K, V> {

@@ -9,8 +9,8 @@ import { createWriteStream, renameSync, rmSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { stringify } from "csv-stringify/sync";
 import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
-import type { Job } from "./job.js";
-import { readJournal, type ErrorEntry } from "./journal.js";
+import type { Job } from "../job.js";
+import { readJournal, type ErrorEntry } from "../state/journal.js";
 import { calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
 import { ParquetEncoder } from "./parquet.js";
 

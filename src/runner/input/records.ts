@@ -1,11 +1,12 @@
 /** From a record to a request: the state by field or dotted path, the id, kept fields, the shard. */
-import { describeIssues } from "../api/errors.js";
+import { describeIssues } from "../../api/errors.js";
 import { createHash } from "node:crypto";
-import type { SystemOneRequest } from "../api/schema.js";
-import { MAX_BODY_BYTES } from "../api/limits.js";
-import { validateRequest } from "../api/validate.js";
-import type { Job } from "./job.js";
-import { formatBytes, type SourceItem } from "./sources.js";
+import type { SystemOneRequest } from "../../api/schema.js";
+import { MAX_BODY_BYTES } from "../../api/limits.js";
+import { validateRequest } from "../../api/validate.js";
+import type { Job } from "../job.js";
+import { formatBytes } from "./sources.js";
+import type { SourceItem } from "./source.js";
 
 /** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
 export function valueAt(record: unknown, path: string): unknown {
@@ -121,4 +122,16 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
     };
   }
   return { kind: "request", id: built.id, keep: built.keep, request: checked.value, hash: requestHash(text, identity) };
+}
+
+/** FNV-1a of a string to [0, 1): the audit sample depends only on the seed and the record, never on order or resumption. */
+export function unitHash(text: string): number {
+  let h = fnv1a(text);
+  // One more avalanche round: FNV's low bits mix poorly for short, similar keys.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) / 4294967296;
 }

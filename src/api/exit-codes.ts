@@ -1,0 +1,34 @@
+/** The process contract with schedulers: one exit code per verdict, the same for every command. */
+/** Exit codes a scheduler can act on (the same for every command). */
+export const EXIT = {
+  /** Everything succeeded. */
+  ok: 0,
+  /** Some records or inputs failed; see the errors output. */
+  partial: 1,
+  /** Bad invocation, job file or input that nothing could be done with. */
+  usage: 2,
+  /** Aborted (auth failure, upstream unreachable); rerunning resumes. */
+  aborted: 3,
+  /** A quality gate (`assess --fail-if`) failed: the labels are not good enough. */
+  gate: 4,
+  /**
+   * Every record failed, or the first records all failed for the same reason
+   * (a wrong state field, format or path): the run stopped early and names the
+   * reason. Retrying will not help; fixing the job or input will.
+   */
+  allFailed: 5,
+  /** The input is absent (no such file, key or objects) or holds no records: a scheduler may map this to "skipped". */
+  noInput: 6,
+  /** Another run holds this job's journal (its host, pid and start time are printed); nothing was done. */
+  locked: 7,
+  /** Another run took this run's lock over while it was stalled (paused past the lock's expiry): it stopped before writing anything. */
+  lockLost: 8,
+  /** A failure nobody anticipated: a bug. The message says where the journal is; the stack is logged at debug level. */
+  internal: 70,
+  /** Stopped by SIGINT (128 + 2) after finishing what was in flight; rerunning resumes. */
+  interrupted: 130,
+  /** Stopped by SIGTERM (128 + 15) after finishing what was in flight; rerunning resumes. */
+  terminated: 143,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

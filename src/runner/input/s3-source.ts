@@ -1,0 +1,76 @@
+/** S3 inputs: `s3://bucket/key` reads one object; `s3://bucket/prefix/` every object under the prefix in key order, as one stream of records. */
+import type { Readable } from "node:stream";
+import { GetObjectCommand, HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { isMissingKey, keysUnder, parseS3, s3Client } from "../s3.js";
+import { parquetItems, s3Ranges } from "./parquet.js";
+import { SourceError, type Source, type SourceItem } from "./source.js";
+import { formatOf, itemsOf, type InputFormat, type SourceOptions } from "./sources.js";
+
+/**
+ * Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. Each
+ * object's format is `format` when given, else the one its key implies (a
+ * Spark folder of `part-*.parquet` needs no flag). Parquet objects are read
+ * by ranged GETs, a row group at a time.
+ */
+export async function openS3Source(
+  location: string,
+  format: InputFormat | undefined,
+  options: SourceOptions & { client?: S3Client; onNote?: (message: string, keys: string[]) => void } = {},
+): Promise<Source> {
+  const client = options.client ?? s3Client();
+  const onNote = options.onNote;
+  const { bucket, key } = parseS3(location);
+  let objects: { key: string; size: number }[];
+  try {
+    if (key === "" || key.endsWith("/")) {
+      const listed = await keysUnder(client, bucket, key);
+      objects = listed.keys;
+      if (listed.markers.length > 0)
+        onNote?.(
+          `skipped ${listed.markers.length} marker object${listed.markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`,
+          listed.markers,
+        );
+      if (objects.length === 0)
+        throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`, {
+          absent: true,
+        });
+    } else {
+      const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+      objects = [{ key, size: head.ContentLength ?? 0 }];
+    }
+  } catch (error) {
+    if (error instanceof SourceError) throw error;
+    const e = error as Error & { name: string };
+    const missing = isMissingKey(e);
+    throw new SourceError(`cannot read ${location}: ${missing ? "no such key" : e.message}`, { absent: missing });
+  }
+  const counter = { bytes: 0 };
+  const total = objects.reduce((sum, o) => sum + o.size, 0);
+  async function* items(): AsyncGenerator<SourceItem> {
+    let seq = 0;
+    for (const object of objects) {
+      // An empty object is an empty input; its body stream may never signal readable, so it is not fetched.
+      if (object.size === 0) continue;
+      const name = `s3://${bucket}/${object.key}`;
+      const kind = formatOf(object.key, format);
+      let body: Readable | undefined;
+      let records: AsyncGenerator<SourceItem>;
+      if (kind === "parquet") records = parquetItems(async () => s3Ranges(client, bucket, object.key, object.size), name, seq, counter, options.fields);
+      else {
+        body = (await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }))).Body as Readable;
+        body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
+        records = itemsOf(body, kind, name, seq);
+      }
+      try {
+        for await (const item of records) {
+          seq = item.seq + 1;
+          yield item;
+        }
+      } finally {
+        // An unconsumed body holds its socket: the client hangs after 50.
+        body?.destroy();
+      }
+    }
+  }
+  return { name: location, items: items(), progress: () => ({ bytes: counter.bytes, total }) };
+}
