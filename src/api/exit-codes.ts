@@ -23,6 +23,8 @@ export const EXIT = {
   locked: 7,
   /** Another run took this run's lock over while it was stalled (paused past the lock's expiry): it stopped before writing anything. */
   lockLost: 8,
+  /** A store the run depends on (S3, the local disk) failed past its retries, filled up or refused a write; the journal is intact: rerun once it is back to resume. */
+  storage: 9,
   /** A failure nobody anticipated: a bug. The message says where the journal is; the stack is logged at debug level. */
   internal: 70,
   /** Stopped by SIGINT (128 + 2) after finishing what was in flight; rerunning resumes. */

@@ -1,0 +1,79 @@
+/**
+ * How a run ends: one verdict, one exit code, one line saying what happened
+ * and what to do next. Every stage of a run ends in one of these; the
+ * `--summary-json` file and the usage summary carry it for every verdict.
+ * (The lifecycle in run.ts maps stage failures onto this table.)
+ */
+import { EXIT, type ExitCode } from "../api/exit-codes.js";
+
+export type Verdict =
+  | "done"
+  | "failures"
+  | "all-failed"
+  | "no-input"
+  | "bad-input"
+  | "locked"
+  | "lock-lost"
+  | "storage-unavailable"
+  | "aborted"
+  | "stopped"
+  | "internal-error";
+
+interface VerdictRow {
+  exit: (signal?: NodeJS.Signals) => ExitCode;
+  /** What happened, as the first words of the one line on stderr. */
+  headline: string;
+  /** What to do next. */
+  next: string;
+}
+
+/** The one table: each verdict's exit code, headline and next step. */
+export const VERDICTS: Record<Verdict, VerdictRow> = {
+  done: { exit: () => EXIT.ok, headline: "done", next: "" },
+  failures: { exit: () => EXIT.partial, headline: "finished with failed records", next: "see the errors file; rerun the same command to retry them" },
+  "all-failed": {
+    exit: () => EXIT.allFailed,
+    headline: "stopped: every record fails",
+    next: "fix the cause (the failed records are kept in the journal) and rerun the same command",
+  },
+  "no-input": { exit: () => EXIT.noInput, headline: "no input", next: "check that the input is the one you meant" },
+  "bad-input": { exit: () => EXIT.usage, headline: "stopped: bad input", next: "fix the invocation or the input and rerun" },
+  locked: { exit: () => EXIT.locked, headline: "refused: another run holds the journal", next: "wait for it to finish, or for its lock to expire" },
+  "lock-lost": {
+    exit: () => EXIT.lockLost,
+    headline: "stopped: another run took the journal over while this one was stalled",
+    next: "nothing to do: the run that took over finishes the job",
+  },
+  "storage-unavailable": {
+    exit: () => EXIT.storage,
+    headline: "stopped: storage unavailable",
+    next: "rerun the same command once the store is back (or space is freed) to resume",
+  },
+  aborted: { exit: () => EXIT.aborted, headline: "aborted", next: "rerun the same command to resume" },
+  stopped: {
+    exit: (signal) => (signal === "SIGINT" ? EXIT.interrupted : EXIT.terminated),
+    headline: "stopped by a signal",
+    next: "rerun the same command to resume",
+  },
+  "internal-error": {
+    exit: () => EXIT.internal,
+    headline: "internal error (a bug in typed-eval)",
+    next: "rerun the same command to resume; please report this with the debug log (TYPED_EVAL_LOG_LEVEL=debug)",
+  },
+};
+
+/** A store (S3, the local disk) failed past its retries, is full, or refused a write: the run stops resumable, its journal intact. */
+export class StorageError extends Error {
+  override name = "StorageError";
+  /** Where: the path or s3:// location that failed. */
+  readonly location: string;
+  constructor(message: string, location: string, options?: ErrorOptions) {
+    super(message, options);
+    this.location = location;
+  }
+}
+
+/** Another run took this run's lock over (it was stalled past the lock's expiry): stop before sending or writing anything more. */
+export class LockLostError extends Error {
+  override name = "LockLostError";
+}
