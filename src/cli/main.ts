@@ -15,6 +15,7 @@ import { InvocationError } from "../api/errors.js";
 import { assessCommand, thresholdsCommand } from "./assess.js";
 import { reportCommand } from "./report.js";
 import { calibrateCommand } from "./calibrate.js";
+import { labelstudioCommand } from "./labelstudio.js";
 import { SourceError } from "../runner/sources.js";
 
 const COMMANDS = [
@@ -25,6 +26,7 @@ const COMMANDS = [
   calibrateCommand,
   thresholdsCommand,
   reportCommand,
+  labelstudioCommand,
   askCommand,
   modelsCommand,
   serveCommand,

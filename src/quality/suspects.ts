@@ -13,7 +13,6 @@
  */
 import { createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { stringify } from "csv-stringify/sync";
 import type { QuestionInfo } from "./answers.js";
 import { QualityInputError } from "./answers.js";
 import type { Assessment, Rows } from "./assess.js";
@@ -236,12 +235,12 @@ export class Suspects {
     };
     const columns: (keyof SuspectRow)[] = ["id", "question", "gold", "model_label", "probability", "gold_probability", "margin"];
     try {
-      if (csv) await put(stringify([columns]));
+      if (csv) await put(csvLine(columns));
       const { q, at } = this.ranked();
       const chunk: string[] = [];
       for (let i = 0; i < q.length; i++) {
         const r = this.row(q[i] as number, at[i] as number);
-        chunk.push(csv ? stringify([columns.map((c) => r[c])]) : `${JSON.stringify(r)}\n`);
+        chunk.push(csv ? csvLine(columns.map((c) => r[c])) : `${JSON.stringify(r)}\n`);
         if (chunk.length === 1000 || i === q.length - 1) {
           await put(chunk.join(""));
           chunk.length = 0;
@@ -256,6 +255,11 @@ export class Suspects {
     }
     this.file = path;
   }
+}
+
+/** One CSV line (RFC 4180 quoting); csv-stringify per row took 4x the time of JSON.stringify on a million-row gold file. */
+export function csvLine(cells: readonly (string | number)[]): string {
+  return `${cells.map((c) => (typeof c === "number" ? String(c) : /[",\r\n]|^\s|\s$/.test(c) ? `"${c.replaceAll('"', '""')}"` : c)).join(",")}\n`;
 }
 
 function compareText(a: string, b: string): number {
