@@ -74,14 +74,18 @@ async function fixtures(seed: number): Promise<{ answers: string; gold: string }
  */
 const REPORT_COMPARE_FAIL_IF: string[] | undefined = undefined; // e.g. ["--fail-if", "team.psi>0.2,agreement<0.9"]
 
-/** Runs the CLI under GNU time: wall seconds and peak RSS in MiB; `ok` lists the exit codes that count as a run. */
-function measured(args: string[], ok: readonly number[] = [0]): { seconds: number; peakMiB: number } {
+/**
+ * Runs the CLI under GNU time: wall seconds, CPU seconds (user + system: on
+ * a machine shared with other work, the figure that does not grow with the
+ * load) and peak RSS in MiB; `ok` lists the exit codes that count as a run.
+ */
+function measured(args: string[], ok: readonly number[] = [0]): { seconds: number; cpu: number; peakMiB: number } {
   const start = process.hrtime.bigint();
-  const r = spawnSync("/usr/bin/time", ["-f", "%M", process.execPath, BIN, ...args], { encoding: "utf8", maxBuffer: 1 << 28 });
+  const r = spawnSync("/usr/bin/time", ["-f", "%U %S %M", process.execPath, BIN, ...args], { encoding: "utf8", maxBuffer: 1 << 28 });
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
   if (!ok.includes(r.status ?? -1)) throw new Error(`typed-eval ${args.join(" ")} exited ${r.status}: ${r.stderr.slice(-2000)}`);
-  const kb = Number(r.stderr.trim().split("\n").pop());
-  return { seconds, peakMiB: kb / 1024 };
+  const [user, system, kb] = (r.stderr.trim().split("\n").pop() ?? "").split(" ").map(Number) as [number, number, number];
+  return { seconds, cpu: user + system, peakMiB: kb / 1024 };
 }
 
 async function bareRead(path: string): Promise<number> {
@@ -115,7 +119,8 @@ const bench: Benchmark = {
       { name: "assess / bare read and parse", value: assess.seconds / bare },
       { name: "assess --suspects seconds / 60 s", value: suspects.seconds / 60, goal: { max: 1 } },
       { name: "assess --suspects peak RSS / 500 MiB", value: suspects.peakMiB / 500, goal: { max: 1 } },
-      { name: "assess --suspects / assess", value: suspects.seconds / assess.seconds },
+      { name: "assess --suspects / assess, wall", value: suspects.seconds / assess.seconds },
+      { name: "assess --suspects / assess, CPU", value: suspects.cpu / assess.cpu },
     ];
     if (gate)
       ratios.push(
@@ -127,10 +132,13 @@ const bench: Benchmark = {
         rows: ROWS,
         "bare read + JSON.parse (s)": bare,
         "assess wall (s)": assess.seconds,
+        "assess CPU (s)": assess.cpu,
         "assess peak RSS (MiB)": assess.peakMiB,
         "report --compare wall (s)": report.seconds,
+        "report --compare CPU (s)": report.cpu,
         "report --compare peak RSS (MiB)": report.peakMiB,
         "assess --suspects wall (s)": suspects.seconds,
+        "assess --suspects CPU (s)": suspects.cpu,
         "assess --suspects peak RSS (MiB)": suspects.peakMiB,
         ...(gate ? { "report --compare --fail-if wall (s)": gate.seconds, "report --compare --fail-if peak RSS (MiB)": gate.peakMiB } : {}),
       },

@@ -14,7 +14,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { Question } from "../../src/api/schema.js";
 import { answerFrom } from "../../src/evaluator/calibration.js";
 import { infoOf } from "../../src/quality/answers.js";
-import { isLabelStudioExport, readLabelStudioGold, type LabelStudioTask } from "../../src/quality/labelstudio.js";
+import { isLabelStudioExport, readLabelStudioGold, reviewTasks, type LabelStudioTask } from "../../src/quality/labelstudio.js";
 import type { AnswerEntry } from "../../src/runner/journal.js";
 import { reviewVerdict } from "../../src/runner/labels.js";
 import { encoderFor } from "../../src/runner/outputs.js";
@@ -40,7 +40,7 @@ function cli(args: string[]) {
 const person = (i: number, k: number, top: number) => (i % 5 === 0 ? (top + 1) % k : top);
 
 let jobPath: string;
-let review: { jsonl: string; csv: string };
+let review: { jsonl: string; csv: string; parquet: string };
 let tops: Record<string, number>[];
 
 /** A Label Studio JSON export of the exported tasks, labelled by `person` (ids 1001...), as Label Studio writes one. */
@@ -132,18 +132,17 @@ beforeAll(() => {
     } as AnswerEntry);
   }
   const policy = { thresholds: { team: 0.99 }, auditRate: 0, seed: 1 };
-  review = { jsonl: join(dir, "out.review.jsonl"), csv: join(dir, "out.review.csv") };
-  for (const format of ["jsonl", "csv"] as const) {
+  review = { jsonl: join(dir, "out.review.jsonl"), csv: join(dir, "out.review.csv"), parquet: join(dir, "out.review.parquet") };
+  for (const format of ["jsonl", "csv", "parquet"] as const) {
     const encoder = encoderFor(format, { job, shape: { calibrated: new Set(), review: true } });
-    const text = entries
-      .map((entry) => encoder.row({ entry, answers: entry.answers, review: reviewVerdict(policy, questions, entry.answers, entry.id) }))
-      .join("");
-    writeFileSync(review[format], text + String(encoder.end()));
+    const parts = entries.map((entry) => encoder.row({ entry, answers: entry.answers, review: reviewVerdict(policy, questions, entry.answers, entry.id) }));
+    parts.push(encoder.end());
+    writeFileSync(review[format], Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p))));
   }
   const r = cli(["labelstudio", "export", review.jsonl, "--job", jobPath, "-o", "tasks.json", "--config", "config.xml"]);
   expect(r.code, r.stderr).toBe(0);
   config = readFileSync(join(dir, "config.xml"), "utf8");
-});
+}, 60_000);
 
 const tasksOf = (path: string) => JSON.parse(readFileSync(join(dir, path), "utf8")) as LabelStudioTask[];
 
@@ -176,15 +175,15 @@ describe("labelstudio export", () => {
     expect(config).toContain('<Choices name="team" toName="text_ticket" choice="single-radio"');
   });
 
-  it("gives the same tasks from a CSV review file", () => {
-    const r = cli(["labelstudio", "export", review.csv, "--job", jobPath, "-o", "tasks-csv.json"]);
-    expect(r.code, r.stderr).toBe(0);
+  it("gives the same tasks from a CSV or Parquet review file", async () => {
     const a = tasksOf("tasks.json");
-    const b = tasksOf("tasks-csv.json");
-    expect(b.map((t) => t.data)).toEqual(a.map((t) => t.data));
-    expect(b.map((t) => t.predictions[0]!.result.map((x) => x.value.choices[0]))).toEqual(
-      a.map((t) => t.predictions[0]!.result.map((x) => x.value.choices[0])),
-    );
+    for (const path of [review.csv, review.parquet]) {
+      const b = await reviewTasks(path, job);
+      expect(b.map((t) => t.data)).toEqual(a.map((t) => t.data));
+      expect(b.map((t) => t.predictions[0]!.result.map((x) => x.value.choices[0]))).toEqual(
+        a.map((t) => t.predictions[0]!.result.map((x) => x.value.choices[0])),
+      );
+    }
   });
 
   it("a review row without an id is exit 2 naming its line, and no tasks file", () => {
@@ -197,7 +196,7 @@ describe("labelstudio export", () => {
     expect(r.stderr).toContain("line 3: no id");
     expect(existsSync(join(dir, "bad-tasks.json"))).toBe(false);
     expect(existsSync(join(dir, "bad-config.xml"))).toBe(false);
-  });
+  }, 120_000);
 });
 
 describe("a Label Studio export as gold", () => {
@@ -219,7 +218,7 @@ describe("a Label Studio export as gold", () => {
     expect(csv).toHaveLength(N + 1);
     const b = cli(["assess", review.jsonl, "--gold", "gold.csv", "--job", jobPath, "--json", "--bootstrap", "0"]);
     expect(JSON.parse(b.stdout).questions).toEqual(assessment.questions);
-  });
+  }, 120_000);
 
   it("calibrate and thresholds take it as --gold", () => {
     const exportPath = join(dir, "export.json");
@@ -229,7 +228,7 @@ describe("a Label Studio export as gold", () => {
     const t = cli(["thresholds", review.jsonl, "--gold", exportPath, "--job", jobPath, "--target-accuracy", "0.5", "--json", "--bootstrap", "0"]);
     expect(t.code, t.stderr).toBe(0);
     expect(JSON.parse(t.stdout)).toHaveLength(3);
-  });
+  }, 120_000);
 
   it("takes the ground-truth annotation when annotators disagree, and skips cancelled ones beside a real one", () => {
     const tasks = tasksOf("tasks.json");
@@ -252,7 +251,7 @@ describe("a Label Studio export as gold", () => {
     const a = cli(["assess", review.jsonl, "--gold", path, "--job", jobPath, "--json", "--bootstrap", "0"]);
     expect(a.code, a.stderr).toBe(0);
     for (const q of JSON.parse(a.stdout).questions) expect(q.metrics.accuracy).toBeCloseTo(1 - 8 / N, 12);
-  });
+  }, 120_000);
 
   const cases: [string, (task: Record<string, unknown>, i: number) => void, RegExp][] = [
     [
@@ -325,7 +324,7 @@ describe("a Label Studio export as gold", () => {
     expect(i.code).toBe(2);
     expect(i.stderr).toContain("5 problems");
     expect(existsSync(join(dir, "bad-gold.csv"))).toBe(false);
-  });
+  }, 120_000);
 
   it("a JSON file that is not an export says so", async () => {
     const path = join(dir, "not-an-export.json");

@@ -230,5 +230,5 @@ describe("suspect gold labels (confident learning)", () => {
     expect(bad.stderr).toContain(`cannot write suspects ${folder}`);
     expect(readdirSync(dir).filter((f) => f.startsWith("a-folder."))).toEqual([]);
     expect(existsSync(`${folder}.partial`)).toBe(false);
-  });
+  }, 120_000);
 });
