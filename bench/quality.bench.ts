@@ -66,14 +66,26 @@ async function fixtures(seed: number): Promise<{ answers: string; gold: string }
   return { answers, gold };
 }
 
-/** Runs the CLI under GNU time: wall seconds and peak RSS in MiB. */
-function measured(args: string[]): { seconds: number; peakMiB: number } {
+/**
+ * HOOK for `report --compare --fail-if` (issue 22, the drift gate, built in
+ * parallel): once `report` takes `--fail-if`, put the gate's arguments here
+ * and the bench measures `report --compare` with them (exit 4, the gate
+ * failing, counts as a run). Undefined: the case is skipped.
+ */
+const REPORT_COMPARE_FAIL_IF: string[] | undefined = undefined; // e.g. ["--fail-if", "team.psi>0.2,agreement<0.9"]
+
+/**
+ * Runs the CLI under GNU time: wall seconds, CPU seconds (user + system: on
+ * a machine shared with other work, the figure that does not grow with the
+ * load) and peak RSS in MiB; `ok` lists the exit codes that count as a run.
+ */
+function measured(args: string[], ok: readonly number[] = [0]): { seconds: number; cpu: number; peakMiB: number } {
   const start = process.hrtime.bigint();
-  const r = spawnSync("/usr/bin/time", ["-f", "%M", process.execPath, BIN, ...args], { encoding: "utf8", maxBuffer: 1 << 28 });
+  const r = spawnSync("/usr/bin/time", ["-f", "%U %S %M", process.execPath, BIN, ...args], { encoding: "utf8", maxBuffer: 1 << 28 });
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  if (r.status !== 0) throw new Error(`typed-eval ${args.join(" ")} exited ${r.status}: ${r.stderr.slice(-2000)}`);
-  const kb = Number(r.stderr.trim().split("\n").pop());
-  return { seconds, peakMiB: kb / 1024 };
+  if (!ok.includes(r.status ?? -1)) throw new Error(`typed-eval ${args.join(" ")} exited ${r.status}: ${r.stderr.slice(-2000)}`);
+  const [user, system, kb] = (r.stderr.trim().split("\n").pop() ?? "").split(" ").map(Number) as [number, number, number];
+  return { seconds, cpu: user + system, peakMiB: kb / 1024 };
 }
 
 async function bareRead(path: string): Promise<number> {
@@ -94,21 +106,41 @@ const bench: Benchmark = {
     const bare = await bareRead(a.answers);
     const assess = measured(["assess", a.answers, "--gold", a.gold, "--json", "--html", join(dir, "assess.html")]);
     const report = measured(["report", a.answers, "--compare", b.answers, "-o", join(dir, "report.html")]);
+    // Every gold row against random answers: most rows are suspects (about 2.3 million over three questions), the file's worst case.
+    const suspects = measured(["assess", a.answers, "--gold", a.gold, "--json", "--html", join(dir, "assess.html"), "--suspects", join(dir, "suspects.csv")]);
+    const gate = REPORT_COMPARE_FAIL_IF
+      ? measured(["report", a.answers, "--compare", b.answers, "-o", join(dir, "report-gate.html"), ...REPORT_COMPARE_FAIL_IF], [0, 4])
+      : undefined;
     const ratios: Ratio[] = [
       { name: "assess seconds / 60 s", value: assess.seconds / 60, goal: { max: 1 } },
       { name: "assess peak RSS / 500 MiB", value: assess.peakMiB / 500, goal: { max: 1 } },
       { name: "report --compare seconds / 60 s", value: report.seconds / 60, goal: { max: 1 } },
       { name: "report --compare peak RSS / 500 MiB", value: report.peakMiB / 500, goal: { max: 1 } },
       { name: "assess / bare read and parse", value: assess.seconds / bare },
+      { name: "assess --suspects seconds / 60 s", value: suspects.seconds / 60, goal: { max: 1 } },
+      { name: "assess --suspects peak RSS / 500 MiB", value: suspects.peakMiB / 500, goal: { max: 1 } },
+      { name: "assess --suspects / assess, wall", value: suspects.seconds / assess.seconds },
+      { name: "assess --suspects / assess, CPU", value: suspects.cpu / assess.cpu },
     ];
+    if (gate)
+      ratios.push(
+        { name: "report --compare --fail-if seconds / 60 s", value: gate.seconds / 60, goal: { max: 1 } },
+        { name: "report --compare --fail-if peak RSS / 500 MiB", value: gate.peakMiB / 500, goal: { max: 1 } },
+      );
     return {
       figures: {
         rows: ROWS,
         "bare read + JSON.parse (s)": bare,
         "assess wall (s)": assess.seconds,
+        "assess CPU (s)": assess.cpu,
         "assess peak RSS (MiB)": assess.peakMiB,
         "report --compare wall (s)": report.seconds,
+        "report --compare CPU (s)": report.cpu,
         "report --compare peak RSS (MiB)": report.peakMiB,
+        "assess --suspects wall (s)": suspects.seconds,
+        "assess --suspects CPU (s)": suspects.cpu,
+        "assess --suspects peak RSS (MiB)": suspects.peakMiB,
+        ...(gate ? { "report --compare --fail-if wall (s)": gate.seconds, "report --compare --fail-if peak RSS (MiB)": gate.peakMiB } : {}),
       },
       ratios,
     };

@@ -6,6 +6,7 @@ import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
+import { describeSuspects, Suspects } from "../quality/suspects.js";
 import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
 import { writeFileAtomic } from "./files.js";
@@ -44,7 +45,11 @@ function withAssessOptions<T>(y: Argv<T>) {
     .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
     .option("html", { type: "string", describe: "write a self-contained HTML report here" })
     .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
-    .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" });
+    .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
+    .option("suspects", {
+      type: "string",
+      describe: "list the gold labels the answers most confidently contradict (confident learning); with a file (.csv or .jsonl), write them all there",
+    });
 }
 
 /** `typed-eval assess`: how right a run's labels are, against a hand-labeled sample. */
@@ -56,6 +61,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     const { questions, idField } = jobQuestions(args.job);
+    const suspects = args.suspects !== undefined ? new Suspects() : undefined;
     const a = await assess(args.answers, args.gold, {
       questions,
       idField: args["id-field"],
@@ -64,13 +70,18 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       allowUnmatched: args["allow-unmatched"],
       seed: args.seed,
       bootstrap: args.bootstrap,
+      suspects,
     });
+    if (suspects && args.suspects) {
+      await suspects.write(args.suspects);
+      a.suspects = suspects.summary();
+    }
     const failed = failedConditions(a, conditions);
     if (args.html) writeFileAtomic(args.html, assessmentHtml(a));
     process.stdout.write(
       args.json
         ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, actual: f.actual })) }, null, 2)}\n`
-        : `${describeAssessment(a)}\n`,
+        : `${describeAssessment(a)}${a.suspects ? describeSuspects(a.suspects) : ""}\n`,
     );
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {

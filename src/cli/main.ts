@@ -16,6 +16,7 @@ import { InvocationError } from "../api/errors.js";
 import { assessCommand, thresholdsCommand } from "./assess.js";
 import { reportCommand } from "./report.js";
 import { calibrateCommand } from "./calibrate.js";
+import { labelstudioCommand } from "./labelstudio.js";
 import { SourceError } from "../runner/input/source.js";
 
 const COMMANDS = [
@@ -26,6 +27,7 @@ const COMMANDS = [
   calibrateCommand,
   thresholdsCommand,
   reportCommand,
+  labelstudioCommand,
   askCommand,
   modelsCommand,
   serveCommand,

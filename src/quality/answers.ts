@@ -29,6 +29,8 @@ export interface AnswerRow {
   dist: Map<string, number[]>;
   raw?: Map<string, number[]>;
   mass?: Record<string, number>;
+  /** The row as read, for readers that want more than the answers (kept fields, review reasons). */
+  record?: Record<string, unknown>;
 }
 
 export class QualityInputError extends InvocationError {
@@ -138,7 +140,7 @@ export async function readAnswers(
         notify = undefined;
         const id = record["id"];
         if (id === undefined || id === null || id === "") throw new QualityInputError(`${where}: no id`);
-        const row: AnswerRow = { id: String(id), line: item.line, dist: new Map() };
+        const row: AnswerRow = { id: String(id), line: item.line, dist: new Map(), record };
         if (format !== "jsonl") {
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))

@@ -36,6 +36,8 @@ import {
   type Scored,
 } from "./metrics.js";
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
+import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
+import type { SuspectSummary, Suspects } from "./suspects.js";
 
 /** A copy of `a` at `length`, the new tail filled with `fill`. */
 function resized<T extends Float64Array | Int32Array>(a: T, length: number, fill: number): T {
@@ -52,18 +54,23 @@ export class Rows {
   y: Int32Array;
   /** Label mass per row, -1 where unknown; empty until a row carries one. */
   mass = new Float64Array(0);
+  /** Each row's gold row (an index into `Joined.goldIds`), -1 when not joined from gold: names a row in a suspects list. */
+  ref: Int32Array;
   constructor(readonly k: number) {
     this.p = new Float64Array(256 * k);
     this.y = new Int32Array(256);
+    this.ref = new Int32Array(256);
   }
-  push(dist: readonly number[], y: number, mass: number): void {
+  push(dist: readonly number[], y: number, mass: number, ref = -1): void {
     if (this.n === this.y.length) {
       this.p = resized(this.p, this.p.length * 2, 0);
       this.y = resized(this.y, this.y.length * 2, 0);
+      this.ref = resized(this.ref, this.y.length, -1);
       if (this.mass.length > 0) this.mass = resized(this.mass, this.y.length, -1);
     }
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
+    this.ref[this.n] = ref;
     if (mass >= 0 && this.mass.length === 0) this.mass = new Float64Array(this.y.length).fill(-1);
     if (this.mass.length > 0) this.mass[this.n] = mass;
     this.n++;
@@ -119,6 +126,8 @@ export interface Assessment {
   seed: number;
   bootstrap: number;
   questions: QuestionAssessment[];
+  /** Gold labels the answers most confidently contradict (`assess --suspects`). */
+  suspects?: SuspectSummary;
 }
 
 /** Every metric of one question on weights `w` (ones for the point estimate, draw counts for the bootstrap). */
@@ -290,6 +299,8 @@ export interface Joined {
   ignored: string[];
   /** Raw distributions were present in the answers (the run calibrated). */
   hadRaw: boolean;
+  /** Gold ids by gold row (what `Rows.ref` points at). */
+  goldIds: string[];
 }
 
 /**
@@ -307,7 +318,9 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     if (!found.questions) throw new QualityInputError(`${answersPath} holds no answers`);
     questions = found.questions;
   }
-  const gold = await readGold(goldPath, questions, { idField: options.idField, jobIdField: options.jobIdField });
+  const gold = isLabelStudioExport(goldPath)
+    ? await readLabelStudioGold(goldPath, questions)
+    : await readGold(goldPath, questions, { idField: options.idField, jobIdField: options.jobIdField });
   const rows = new Map(questions.map((q) => [q.name, new Rows(q.labels.length)]));
   const matched = new Uint8Array(gold.lines.length);
   const counts = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
@@ -329,7 +342,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       if (y < 0) return;
       const dist = (options.raw && row.raw?.get(q.name)) || (row.dist.get(q.name) as number[]);
       const mass = row.mass?.[q.name];
-      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1);
+      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1, g);
     });
   }
   const goldOnly: { id: string; line: number }[] = [];
@@ -348,11 +361,15 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       `${counts.gold_only} gold id${counts.gold_only > 1 ? "s are" : " is"} not in ${answersPath}: ${goldOnly.map((g) => `${g.id} (gold line ${g.line})`).join(", ")}${counts.gold_only > goldOnly.length ? ", ..." : ""}; pass --allow-unmatched to assess the rest`,
     );
   }
-  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw };
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()] };
 }
 
 /** Assesses answers against gold labels. */
-export async function assess(answersPath: string, goldPath: string, options: JoinOptions & { seed?: number; bootstrap?: number }): Promise<Assessment> {
+export async function assess(
+  answersPath: string,
+  goldPath: string,
+  options: JoinOptions & { seed?: number; bootstrap?: number; suspects?: Suspects | undefined },
+): Promise<Assessment> {
   const joined = await joinGold(answersPath, goldPath, options);
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
@@ -362,9 +379,10 @@ export async function assess(answersPath: string, goldPath: string, options: Joi
     // Let each question's rows go once assessed: the peak then holds one question's working arrays, not all.
     joined.rows.delete(q.name);
     if (rows.n === 0) continue;
+    options.suspects?.add(q, rows, joined.goldIds);
     questions.push(assessQuestion(q, rows, { seed, bootstrap }));
   }
-  return {
+  const out: Assessment = {
     kind: "typed-eval.assessment",
     answers: answersPath,
     gold: goldPath,
@@ -376,6 +394,8 @@ export async function assess(answersPath: string, goldPath: string, options: Joi
     bootstrap,
     questions,
   };
+  if (options.suspects) out.suspects = options.suspects.summary();
+  return out;
 }
 
 /** A quality gate: `question.metric` compared with a number. */

@@ -12,7 +12,7 @@ import { argmax } from "../evaluator/readout.js";
 import { isSummary, type UsageSummary } from "../runner/output/usage.js";
 import { readAnswers, type QuestionInfo } from "./answers.js";
 import { LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
-import { barChart, coverageCurve, escapeHtml, heatMap, histogram, num, page, pct, reliabilityDiagram, table } from "./html.js";
+import { barChart, coverageCurve, escapeHtml, heatMap, histogram, num, page, pct, reliabilityDiagram, suspectsSection, table } from "./html.js";
 
 const BINS = 20;
 
@@ -383,5 +383,6 @@ export function assessmentHtml(a: Assessment): string {
       `<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${q.n} rows)</span></h2><div class="q">${tables}<div class="charts">${charts.join("")}</div></div>`,
     );
   }
+  if (a.suspects) body.push(suspectsSection(a.suspects.top, a.suspects.total));
   return page(`Assessment: ${a.answers}`, body.join("\n"));
 }

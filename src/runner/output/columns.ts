@@ -119,7 +119,8 @@ function rawColumns(name: string, question: Question): FlatColumn[] {
   }));
 }
 
-function reviewReason(v: ReviewVerdict | undefined): string {
+/** Why a row is in the review file, as the flat formats write it. */
+export function reviewReason(v: ReviewVerdict | undefined): string {
   if (!v) return "";
   if (v.reasons.length === 0) return v.audit ? "audit sample" : "";
   return v.reasons.map((r) => `${r.question} ${r.confidence.toFixed(3)} < ${r.threshold}`).join("; ");

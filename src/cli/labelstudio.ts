@@ -1,0 +1,65 @@
+import type { Argv, CommandModule } from "yargs";
+import type { ArgsOf } from "./args.js";
+import { loadJob } from "../runner/job.js";
+import { infoOf } from "../quality/answers.js";
+import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
+import { writeFileAtomic } from "./files.js";
+
+function withExportOptions<T>(y: Argv<T>) {
+  return y
+    .positional("review", {
+      type: "string",
+      demandOption: true,
+      describe: "the review file a run wrote (<output>.review.jsonl, .csv or .parquet), or any answers file of the job",
+    })
+    .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file of the run (questions, kept fields)" })
+    .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the tasks (JSON, for Label Studio's import)" })
+    .option("config", { type: "string", describe: "also write the labeling config (XML) the tasks and predictions match" });
+}
+
+const exportCommand: CommandModule<object, ArgsOf<typeof withExportOptions>> = {
+  command: "export <review>",
+  describe: "Write a review file as Label Studio tasks, the model's answers as pre-annotations",
+  builder: withExportOptions,
+  handler: async (args) => {
+    const job = loadJob(args.job);
+    // Everything is built before anything is written: a bad row leaves no file behind.
+    const config = labelingConfig(job);
+    const tasks = await reviewTasks(args.review, job);
+    if (args.config) writeFileAtomic(args.config, config, "--config");
+    writeFileAtomic(args.output, `${JSON.stringify(tasks, null, 1)}\n`, "--output");
+    process.stderr.write(
+      `${tasks.length} task${tasks.length === 1 ? "" : "s"}: ${args.output}${args.config ? `; labeling config: ${args.config}` : ""}. Import both into a Label Studio project; label; export as JSON; then pass the export as --gold.\n`,
+    );
+  },
+};
+
+function withImportOptions<T>(y: Argv<T>) {
+  return y
+    .positional("export", { type: "string", demandOption: true, describe: "a Label Studio JSON export of the tasks, labelled" })
+    .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file (questions and their options)" })
+    .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the gold labels (CSV: id and one column per question)" });
+}
+
+const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
+  command: "import <export>",
+  describe: "Write a Label Studio JSON export as a gold CSV (assess, calibrate and thresholds also read the export directly as --gold)",
+  builder: withImportOptions,
+  handler: async (args) => {
+    const job = loadJob(args.job);
+    const gold = await readLabelStudioGold(
+      args.export,
+      Object.entries(job.questions).map(([name, q]) => infoOf(name, q)),
+    );
+    writeFileAtomic(args.output, goldCsv(gold), "--output");
+    process.stderr.write(`${gold.lines.length} gold row${gold.lines.length === 1 ? "" : "s"}: ${args.output}\n`);
+  },
+};
+
+/** `typed-eval labelstudio export|import`: the review round trip through Label Studio. */
+export const labelstudioCommand: CommandModule = {
+  command: "labelstudio <command>",
+  describe: "Review rows in Label Studio: export the review queue as tasks, read the labelled export back as gold",
+  builder: (y) => y.command(exportCommand).command(importCommand).demandCommand(1),
+  handler: () => undefined,
+};
