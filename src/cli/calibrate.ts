@@ -38,7 +38,7 @@ async function allRows(answers: string, questions: QuestionInfo[] | undefined): 
     for (const q of found ?? []) {
       let r = rows.get(q.name);
       if (!r) rows.set(q.name, (r = new Rows(q.labels.length)));
-      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1);
+      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1, row.id);
     }
   }
   return { questions: found ?? [], rows };

@@ -5,7 +5,8 @@
  */
 import type { QuestionInfo } from "./answers.js";
 import type { Joined, Rows } from "./assess.js";
-import { drawWeights, orderDescending, predictions, quantile, seededRandom, topLabelConfidence } from "./metrics.js";
+import { orderDescending, predictions, quantile, topLabelConfidence } from "./metrics.js";
+import { keyedWeights } from "./resample.js";
 
 export interface Threshold {
   question: string;
@@ -22,7 +23,7 @@ export interface Threshold {
 
 /** Picks a question's threshold: the largest accepted share whose accuracy is at least `target`. */
 export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, options: { seed: number; bootstrap: number }): Threshold {
-  const s = rows.scored();
+  const { s, keys } = rows.keyed();
   const confidence = topLabelConfidence(s);
   const pred = predictions(s);
   const correct = Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0));
@@ -52,12 +53,11 @@ export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, op
     return { coverage: total ? kept / total : 0, accuracy: kept ? ok / kept : NaN };
   };
   const point = figures(undefined);
-  const random = seededRandom(options.seed);
   const w = new Float64Array(s.n);
   const cov: number[] = [];
   const acc: number[] = [];
   for (let b = 0; b < options.bootstrap; b++) {
-    const f = figures(drawWeights(s.n, random, w));
+    const f = figures(keyedWeights(keys, s.n, options.seed, b, w));
     cov.push(f.coverage);
     if (Number.isFinite(f.accuracy)) acc.push(f.accuracy);
   }

@@ -42,6 +42,15 @@ export function unitHash(text: string): number {
   return (h >>> 0) / 4294967296;
 }
 
+/**
+ * The audit sample's key for a record: its id when the job names an id field,
+ * else its source and line. Never its place in the run, so the same records
+ * in another order or another shard split are sampled alike.
+ */
+export function auditKey(job: { id?: string | undefined }, record: { source: string; id: string }): string {
+  return job.id === undefined ? `${record.source}:${record.id}` : record.id;
+}
+
 export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Question>, answers: Record<string, Answer>, key: string): ReviewVerdict {
   const reasons: ReviewVerdict["reasons"] = [];
   for (const [name, threshold] of Object.entries(policy.thresholds)) {

@@ -11,7 +11,7 @@ import { stringify } from "csv-stringify/sync";
 import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "./job.js";
 import { readJournal, type ErrorEntry } from "./journal.js";
-import { calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
+import { auditKey, calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
 import { ParquetEncoder } from "./parquet.js";
 
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
@@ -259,7 +259,7 @@ export async function writeOutputs(
         }
         await writer.row(row);
         if (reviewWriter && policy.review) {
-          row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, `${entry.source}:${entry.seq}:${entry.id}`);
+          row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, auditKey(job, entry));
           if (row.review.reasons.length > 0 || row.review.audit) {
             await reviewWriter.row(row);
             if (row.review.audit) counts.audit++;
