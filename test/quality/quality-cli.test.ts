@@ -119,9 +119,13 @@ describe("assess", () => {
     );
     expect(Object.keys(byName["mood"]!.metrics)).toEqual(expect.arrayContaining(["accuracy", "within_one", "mae", "qwk", "spearman", "rps"]));
     for (const q of assessment.questions) {
-      const [lo, hi] = q.intervals["accuracy"]!;
-      expect(lo).toBeLessThanOrEqual(q.metrics["accuracy"]!);
-      expect(hi).toBeGreaterThanOrEqual(q.metrics["accuracy"]!);
+      // Every interval holds its own estimate, the ECE's (noise removed) included.
+      expect(Object.keys(q.intervals)).toEqual(expect.arrayContaining(["accuracy", "ece_debiased"]));
+      for (const [m, [lo, hi]] of Object.entries(q.intervals)) {
+        expect(lo, m).toBeLessThanOrEqual(q.metrics[m]!);
+        expect(hi, m).toBeGreaterThanOrEqual(q.metrics[m]!);
+      }
+      expect(q.metrics["ece_debiased"]!).toBeLessThanOrEqual(q.metrics["ece"]!);
       expect(q.ece_noise_floor.median).toBeGreaterThan(0);
       expect(q.risk_coverage.at.map((p) => p.coverage)).toEqual([0.5, 0.8, 0.9, 1]);
       expect(q.label_mass).toBeDefined(); // the embedded model's answers carry label mass
