@@ -8,7 +8,17 @@
  * run can never write a review row twice.
  */
 import type { Answer, Question } from "../api/schema.js";
-import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type Method, type QuestionCalibration } from "../evaluator/calibration.js";
+import { InvocationError } from "../api/errors.js";
+import {
+  answerDistribution,
+  answerFrom,
+  applyMap,
+  batchFlattens,
+  priorMap,
+  questionLabels,
+  type Method,
+  type QuestionCalibration,
+} from "../evaluator/calibration.js";
 import { fnv1a } from "./records.js";
 
 /** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
@@ -121,6 +131,30 @@ export class PriorEstimate {
   priors(): Record<string, number[]> {
     return Object.fromEntries([...this.sums].map(([name, sum]) => [name, sum.map((s) => s / Math.max(this.n, 1))]));
   }
+}
+
+/** Batch calibration would flatten a skewed question; nothing was written. */
+export class BatchFlattensError extends InvocationError {
+  override name = "BatchFlattensError";
+}
+
+/**
+ * Refuses batch calibration (one line, exit 2, before any output is written)
+ * where it would move a question's label shares further than BATCH_MAX_MOVE:
+ * that may be a real skew flattened. `answers` yields the raw answers again.
+ */
+export async function refuseFlattening(
+  questions: Record<string, Question>,
+  maps: CalibrationMaps,
+  before: PriorEstimate,
+  answers: AsyncIterable<Record<string, Answer>>,
+): Promise<void> {
+  const after = new PriorEstimate(questions);
+  for await (const a of answers) after.add(calibrateAnswers(maps, questions, a).answers);
+  const shares = after.priors();
+  const flat = Object.entries(before.priors()).flatMap(([name, p]) => batchFlattens(name, p, shares[name] ?? p) ?? []);
+  if (flat.length > 0)
+    throw new BatchFlattensError(`${flat.join("; ")}; no output written: rerun with --force-calibration to apply it anyway (the model is not asked again)`);
 }
 
 /** Reads an audit share: "1%", "0.5%" or a fraction such as 0.01. Undefined when it is neither. */
