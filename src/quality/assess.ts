@@ -13,6 +13,7 @@ import {
   confusion,
   eceNoiseFloor,
   eceWithInterval,
+  around,
   expectedLevel,
   kappaOf,
   logLoss,
@@ -272,16 +273,6 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
   };
   if (mass.some((x) => x >= 0)) out.label_mass = massBands(mass, pre.correct);
   return out;
-}
-
-/**
- * A percentile interval widened, where it must be, to hold its point
- * estimate: with few rows or a skewed statistic the bootstrap's 2.5% point
- * can sit above the estimate, and an interval that excludes its own figure
- * reads as a contradiction.
- */
-export function around(point: number, lo: number, hi: number): [number, number] {
-  return Number.isFinite(point) ? [Math.min(lo, point), Math.max(hi, point)] : [lo, hi];
 }
 
 /** Each class's share: counted, then divided once, so 3 of 10 is 0.3 and not 0.30000000000000004. */

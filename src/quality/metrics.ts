@@ -495,6 +495,16 @@ export function eceNoiseFloor(confidence: Float64Array, draws = 200, seed = 1, b
   return { median: quantile(values, 0.5), p95: quantile(values, 0.95) };
 }
 
+/**
+ * A percentile interval widened, where it must be, to hold its point
+ * estimate: with few rows or a skewed statistic the bootstrap's 2.5% point
+ * can sit above the estimate, and an interval that excludes its own figure
+ * reads as a contradiction.
+ */
+export function around(point: number, lo: number, hi: number): [number, number] {
+  return Number.isFinite(point) ? [Math.min(lo, point), Math.max(hi, point)] : [lo, hi];
+}
+
 /** Linear-interpolated quantile of sorted values (numpy's default). */
 export function quantile(sorted: ArrayLike<number>, q: number): number {
   if (sorted.length === 0) return NaN;
