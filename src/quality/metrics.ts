@@ -458,6 +458,9 @@ export function seededRandom(seed: number): () => number {
  * Bernoulli draws: a bin of 200 rows or more draws that sum from its normal
  * approximation (mean sum c, variance sum c(1-c)), smaller bins row by row.
  * A million rows then cost as much as a few thousand.
+ *
+ * Small bins draw row by row in the order given: callers pass rows in key
+ * order (assess does), so the same rows in any order draw alike.
  */
 export function eceNoiseFloor(confidence: Float64Array, draws = 200, seed = 1, bins = ECE_BINS): { median: number; p95: number } {
   const random = seededRandom(seed);
