@@ -8,12 +8,15 @@ import { readAnswers, type QuestionInfo } from "../quality/answers.js";
 import { joinGold, Rows } from "../quality/assess.js";
 import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationFile, type FittedQuestion } from "../quality/calibrate.js";
 import { favourSize, jobQuestions } from "./assess.js";
+import { EXIT, type ExitCode } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
+import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { writeFileAtomic } from "./files.js";
 import { numeric } from "./checks.js";
 import { withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
 import { openEvaluator } from "./run.js";
+import { batchFlattens } from "../evaluator/calibration.js";
 
 const METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
 
@@ -38,16 +41,37 @@ async function allRows(answers: string, questions: QuestionInfo[] | undefined): 
     for (const q of found ?? []) {
       let r = rows.get(q.name);
       if (!r) rows.set(q.name, (r = new Rows(q.labels.length)));
-      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1);
+      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1, row.id);
     }
   }
   return { questions: found ?? [], rows };
 }
 
+/** Each label's share of a question's gold rows. */
+function labelShares(rows: Rows): number[] {
+  const count = new Array<number>(rows.k).fill(0);
+  for (let i = 0; i < rows.n; i++) count[rows.y[i] as number]! += 1;
+  return count.map((c) => c / rows.n);
+}
+
+/** The map in words, each part once: "temperature 1.935", "platt: temperature 1.2, bias ...", "batch: bias ...". */
+export function mapText(q: Pick<FittedQuestion, "method" | "temperature" | "bias">): string {
+  const bias = `bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
+  switch (q.method) {
+    case "none":
+      return "none (no map beat the raw answers on held-out rows)";
+    case "temperature":
+      return `temperature ${q.temperature.toFixed(3)}`;
+    case "platt":
+      return `platt: temperature ${q.temperature.toFixed(3)}, ${bias}`;
+    default:
+      return `${q.method}: ${bias}`;
+  }
+}
+
 function describeFit(name: string, q: FittedQuestion): string {
   const f = (x: number | undefined) => (x === undefined ? "n/a" : x.toFixed(3));
-  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${q.method}, temperature ${q.temperature.toFixed(3)}`;
-  if (q.method !== "temperature") line += `, bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
+  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${mapText(q)}`;
   const cv = q.cross_validation;
   if (cv) {
     const none = cv.held_out.none;
@@ -60,10 +84,35 @@ function describeFit(name: string, q: FittedQuestion): string {
   return line;
 }
 
+/**
+ * Contextual calibration's remote failures as one line and the exit code a
+ * scheduler acts on: 3 (rerun later) when the endpoint is down, busy or
+ * refuses the key, 2 when it rejects the request itself (the job or flags
+ * need fixing).
+ */
+export function remoteFailure(error: TypedEvalError, where: string, keyEnv: string): { message: string; code: ExitCode } {
+  const why = `contextual calibration asked ${where} the content-free states`;
+  if (error instanceof UpstreamUnavailableError)
+    return { message: `${why} and got no answer (${error.message}): check --base-url and that the endpoint is up, then rerun`, code: EXIT.aborted };
+  if (error instanceof AuthenticationError || error instanceof PermissionDeniedError)
+    return {
+      message: `${why}; it refused the key in $${keyEnv} (HTTP ${error.status}: ${error.message}): set it, or --api-key-env, to a key it accepts`,
+      code: EXIT.aborted,
+    };
+  if (error.retryable) return { message: `${why}; it failed with HTTP ${error.status} (${error.message}): rerun later`, code: EXIT.aborted };
+  return {
+    message: `${why}; it rejected the request with HTTP ${error.status} (${error.message}): check that --job and the model name match what the endpoint serves`,
+    code: EXIT.usage,
+  };
+}
+
 function withCalibrateOptions<T>(y: Argv<T>) {
   return withModelOptions(y)
     .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet)" })
-    .option("gold", { type: "string", describe: "gold labels (JSONL or CSV); needed by auto, temperature and platt" })
+    .option("gold", {
+      type: "string",
+      describe: "gold labels (JSONL, CSV or Parquet); needed by auto, temperature and platt; with batch, checks that a question's skew is not real",
+    })
     .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
     .option("method", {
       choices: METHODS,
@@ -75,6 +124,11 @@ function withCalibrateOptions<T>(y: Argv<T>) {
     .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the calibration file (JSON)" })
     .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
     .option("allow-unmatched", { type: "boolean", default: false, describe: "fit even when some gold ids are not in the answers" })
+    .option("force", {
+      type: "boolean",
+      default: false,
+      describe: "batch: write the calibration even where it would flatten a skewed question (see --gold)",
+    })
     .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
     .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
     .option("timeout", numeric("timeout", { above: 0 }, { default: DEFAULT_TIMEOUT_MS / 1000, describe: "contextual: seconds to wait for a remote answer" }));
@@ -93,6 +147,7 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
     favourSize();
     const { questions, idField } = jobQuestions(args.job);
     let { identity, model } = answersIdentity(args.answers);
+    const warnings: string[] = [];
     const out: CalibrationFile = {
       kind: "typed-eval.calibration",
       version: 1,
@@ -117,10 +172,27 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
       }
     } else if (args.method === "batch") {
       const all = await allRows(args.answers, questions);
+      // Gold labels, when given, say whether a question's skew is real.
+      const gold = args.gold
+        ? await joinGold(args.answers, args.gold, { questions, idField: args["id-field"], jobIdField: idField, allowUnmatched: args["allow-unmatched"] })
+        : undefined;
+      const flattened: string[] = [];
       for (const q of all.questions) {
         const rows = all.rows.get(q.name);
-        if (rows && rows.n > 0) out.questions[q.name] = batchQuestion(q, rows.scored().p, q.labels.length);
+        if (!rows || rows.n === 0) continue;
+        const fitted = batchQuestion(q, rows.scored().p, q.labels.length);
+        const goldRows = gold?.rows.get(q.name);
+        const goldShares = goldRows && goldRows.n > 0 ? labelShares(goldRows) : undefined;
+        const why = batchFlattens(q.name, fitted.shares_before ?? [], fitted.shares_after ?? [], goldShares);
+        if (why) flattened.push(why);
+        out.questions[q.name] = fitted;
       }
+      if (flattened.length > 0 && !args.force) {
+        throw new UsageError(
+          `${flattened.join("; ")}; nothing written: ${args.gold ? "leave such a question out of batch calibration" : "pass --gold with labels to check the skew against"}, or --force to write it anyway`,
+        );
+      }
+      for (const why of flattened) warnings.push(`warning: ${why} (written anyway: --force)`);
     } else {
       const job = loadJob(args.job as string);
       if (args.model !== "default") job.model = args.model;
@@ -135,10 +207,19 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
         }
         identity = runIdentity;
         out.identity = identity;
-        const { maps } = await contextualMaps(
-          job.questions,
-          async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers,
-        );
+        let maps: Awaited<ReturnType<typeof contextualMaps>>["maps"];
+        try {
+          ({ maps } = await contextualMaps(
+            job.questions,
+            async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers,
+          ));
+        } catch (error) {
+          if (!(error instanceof TypedEvalError)) throw error;
+          const failure = remoteFailure(error, args["base-url"] ?? "the model", args["api-key-env"]);
+          process.stderr.write(`typed-eval: ${failure.message}\n`);
+          process.exitCode = failure.code;
+          return;
+        }
         const all = await allRows(args.answers, questions);
         for (const [name, map] of Object.entries(maps)) {
           const rows = all.rows.get(name);
@@ -150,7 +231,7 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
     }
     if (Object.keys(out.questions).length === 0) throw new UsageError("nothing to calibrate: no question has rows");
     writeFileAtomic(args.output, `${JSON.stringify(out, null, 2)}\n`);
-    const lines = Object.entries(out.questions).map(([name, q]) => describeFit(name, q));
+    const lines = [...Object.entries(out.questions).map(([name, q]) => describeFit(name, q)), ...warnings];
     if (identity === null)
       lines.push(`warning: no model identity is known for ${args.answers} (no usage file beside it): run --calibration will need --force-calibration`);
     lines.push(`calibration: ${args.output}`);

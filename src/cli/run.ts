@@ -187,6 +187,7 @@ function outputPolicy(
   if (calibration === "batch") {
     policy.calibration = "batch";
     policy.calibrationSource = "batch";
+    policy.forceBatch = args["force-calibration"];
   } else if (calibration !== undefined) {
     const file = loadCalibration(calibration);
     policy.calibration = calibrationFor(file, calibration, job.questions, questionLabels);
@@ -303,7 +304,11 @@ function withRunOptions<T>(y: Argv<T>) {
       type: "string",
       describe: "apply a calibration file (typed-eval calibrate), or \"batch\" to divide out each question's label prior estimated from this run's answers",
     })
-    .option("force-calibration", { type: "boolean", default: false, describe: "apply a calibration fitted for another model identity" })
+    .option("force-calibration", {
+      type: "boolean",
+      default: false,
+      describe: "apply a calibration fitted for another model identity, or batch calibration that moves a question's label shares by more than 10%",
+    })
     .option(
       "review-below",
       numeric(

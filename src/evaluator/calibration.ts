@@ -278,3 +278,34 @@ export function totalVariation(a: readonly number[], b: readonly number[]): numb
   for (let i = 0; i < a.length; i++) d += Math.abs((a[i] as number) - (b[i] as number));
   return d / 2;
 }
+
+/**
+ * How far (total variation) batch calibration may move a question's mean
+ * label distribution on its own say-so. Dividing out the mean answer cannot
+ * tell a model's label bias from a skew the data really has: on a question
+ * whose true labels are 80/20 it pushes the answers toward 50/50. A larger
+ * move needs gold labels that back it, or --force.
+ */
+export const BATCH_MAX_MOVE = 0.1;
+
+const sharesText = (p: readonly number[]) => p.map((x) => x.toFixed(2)).join("/");
+
+/**
+ * Whether batch calibration would flatten a skewed question: one line saying
+ * so, or undefined. With gold label shares, when the calibrated shares are
+ * farther from the gold's than the raw ones were (by more than 0.02); without,
+ * when it moves the mean distribution by more than BATCH_MAX_MOVE.
+ */
+export function batchFlattens(name: string, before: readonly number[], after: readonly number[], gold?: readonly number[]): string | undefined {
+  const moved = totalVariation(before, after);
+  if (gold) {
+    const was = totalVariation(before, gold);
+    const is = totalVariation(after, gold);
+    return is > was + 0.02
+      ? `batch calibration would move ${name}'s label shares from ${sharesText(before)} to ${sharesText(after)}, away from the gold labels' ${sharesText(gold)}: the skew is real`
+      : undefined;
+  }
+  return moved > BATCH_MAX_MOVE
+    ? `batch calibration would move ${name}'s label shares by ${(moved * 100).toFixed(0)}% (${sharesText(before)} to ${sharesText(after)}), more than ${BATCH_MAX_MOVE * 100}%: a skew that large may be real, and this would flatten it`
+    : undefined;
+}

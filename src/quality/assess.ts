@@ -8,13 +8,12 @@ import {
   accuracyOf,
   balancedAccuracyOf,
   binaryRanking,
-  binOf,
   brier,
   calibrationError,
   confusion,
-  drawWeights,
-  eceFromBins,
   eceNoiseFloor,
+  eceWithInterval,
+  around,
   expectedLevel,
   kappaOf,
   logLoss,
@@ -26,7 +25,6 @@ import {
   rankedProbabilityScore,
   rankPair,
   riskCoverage,
-  seededRandom,
   spearman,
   topKAccuracy,
   topLabelConfidence,
@@ -38,16 +36,25 @@ import {
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
+import { keyedWeights, keyOrder, recordKey, type RowKeys } from "./resample.js";
 
 /** A copy of `a` at `length`, the new tail filled with `fill`. */
-function resized<T extends Float64Array | Int32Array>(a: T, length: number, fill: number): T {
+function resized<T extends Float64Array | Int32Array | Uint32Array>(a: T, length: number, fill: number): T {
   const b = new (a.constructor as new (n: number) => T)(length);
   b.fill(fill);
   b.set(a);
   return b;
 }
 
-/** Growable rows of k probabilities plus a gold class each. */
+/** A question's rows in key order (see resample.ts): what every statistic is computed on. */
+export interface KeyedRows {
+  s: Scored;
+  /** Label mass per row, -1 where unknown; empty when no row carries one. */
+  mass: Float64Array;
+  keys: RowKeys;
+}
+
+/** Growable rows of k probabilities plus a gold class and a record key each. */
 export class Rows {
   n = 0;
   p: Float64Array;
@@ -56,27 +63,55 @@ export class Rows {
   mass = new Float64Array(0);
   /** Each row's gold row (an index into `Joined.goldIds`), -1 when not joined from gold: names a row in a suspects list. */
   ref: Int32Array;
+  /** The two halves of each row's record key. */
+  hi: Uint32Array;
+  lo: Uint32Array;
   constructor(readonly k: number) {
     this.p = new Float64Array(256 * k);
     this.y = new Int32Array(256);
     this.ref = new Int32Array(256);
+    this.hi = new Uint32Array(256);
+    this.lo = new Uint32Array(256);
   }
-  push(dist: readonly number[], y: number, mass: number, ref = -1): void {
+  /** Adds a row: its distribution, gold class, label mass (-1 when unknown), record id and gold row (-1 when none). */
+  push(dist: readonly number[], y: number, mass: number, id: string, ref = -1): void {
     if (this.n === this.y.length) {
       this.p = resized(this.p, this.p.length * 2, 0);
       this.y = resized(this.y, this.y.length * 2, 0);
       this.ref = resized(this.ref, this.y.length, -1);
+      this.hi = resized(this.hi, this.y.length, 0);
+      this.lo = resized(this.lo, this.y.length, 0);
       if (this.mass.length > 0) this.mass = resized(this.mass, this.y.length, -1);
     }
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
     this.ref[this.n] = ref;
+    [this.hi[this.n], this.lo[this.n]] = recordKey(id);
     if (mass >= 0 && this.mass.length === 0) this.mass = new Float64Array(this.y.length).fill(-1);
     if (this.mass.length > 0) this.mass[this.n] = mass;
     this.n++;
   }
+  /** The rows as they came (order-dependent: for label-free uses that only average). */
   scored(): Scored {
     return { n: this.n, k: this.k, p: this.p.subarray(0, this.n * this.k), y: this.y.subarray(0, this.n) };
+  }
+  /** A copy of the rows in key order, or in `order` (indices into the rows) when given. */
+  keyed(order: Int32Array = keyOrder({ hi: this.hi, lo: this.lo }, this.n)): KeyedRows {
+    const { k } = this;
+    const n = order.length;
+    const p = new Float64Array(n * k);
+    const y = new Int32Array(n);
+    const hi = new Uint32Array(n);
+    const lo = new Uint32Array(n);
+    const mass = new Float64Array(this.mass.length ? n : 0);
+    order.forEach((from, to) => {
+      p.set(this.p.subarray(from * k, (from + 1) * k), to * k);
+      y[to] = this.y[from] as number;
+      hi[to] = this.hi[from] as number;
+      lo[to] = this.lo[from] as number;
+      if (mass.length) mass[to] = this.mass[from] as number;
+    });
+    return { s: { n, k, p, y }, mass, keys: { hi, lo } };
   }
 }
 
@@ -85,12 +120,13 @@ export const METRICS = {
   noul: ["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss"],
   choice: ["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"],
   score: ["accuracy", "within_one", "mae", "qwk", "spearman", "rps"],
-  common: ["ece", "ace", "mce", "aurc"],
+  common: ["ece", "ece_debiased", "ace", "mce", "aurc"],
 } as const;
-export const HEADLINE = { noul: ["accuracy", "auroc", "ece"], choice: ["accuracy", "macro_f1", "ece"], score: ["accuracy", "qwk", "ece"] } as const;
+/** Headline metrics with bootstrap intervals; the ECE's interval is computed apart (eceWithInterval), since a bootstrap of the plug-in sits above it. */
+export const HEADLINE = { noul: ["accuracy", "auroc"], choice: ["accuracy", "macro_f1"], score: ["accuracy", "qwk"] } as const;
 
 /** Metrics where lower is better (for display and for choosing). */
-export const LOWER_IS_BETTER = new Set(["brier", "log_loss", "mae", "rps", "ece", "ace", "mce", "aurc"]);
+export const LOWER_IS_BETTER = new Set(["brier", "log_loss", "mae", "rps", "ece", "ece_debiased", "ace", "mce", "aurc"]);
 
 export interface QuestionAssessment {
   name: string;
@@ -100,7 +136,7 @@ export interface QuestionAssessment {
   levels?: unknown[] | undefined;
   n: number;
   metrics: Record<string, number>;
-  /** 95% bootstrap intervals of the headline metrics. */
+  /** 95% intervals: bootstrap percentile intervals of the headline metrics, and ece_debiased's (see eceWithInterval); each holds its metric. */
   intervals: Record<string, [number, number]>;
   /** The ECE a perfectly calibrated model would show at this n: median and 95th percentile over simulations. */
   ece_noise_floor: { median: number; p95: number };
@@ -152,7 +188,6 @@ function metricsOf(type: QuestionInfo["type"], s: Scored, w: Float64Array, pre: 
   if (want.has("mae")) out["mae"] = maeExpected(pre.expected, s.y, w);
   if (want.has("spearman")) out["spearman"] = spearman(pre.expected, pre.gold, w, pre.ranks);
   if (want.has("rps")) out["rps"] = rankedProbabilityScore(s, w);
-  if (want.has("ece")) out["ece"] = eceFromBins(pre.bin, pre.confidence, pre.correct, w);
   return out;
 }
 
@@ -160,7 +195,6 @@ interface Precomputed {
   pred: Int32Array;
   confidence: Float64Array;
   correct: Uint8Array;
-  bin: Uint8Array;
   score: Float64Array;
   positive: Uint8Array;
   order: Int32Array;
@@ -180,7 +214,6 @@ function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
     pred,
     confidence,
     correct,
-    bin: Uint8Array.from(confidence, (c) => binOf(c)),
     score,
     positive: type === "noul" ? Uint8Array.from(s.y, (y) => (y === 1 ? 1 : 0)) : new Uint8Array(0),
     order: type === "noul" ? orderDescending(score) : new Int32Array(0),
@@ -190,10 +223,19 @@ function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
   };
 }
 
-/** Assesses one question's rows. */
+/** Row indices in key order, or for a noul in descending p(yes) order with ties in key order. */
+function rowOrder(type: QuestionInfo["type"], rows: Rows): Int32Array {
+  const order = keyOrder({ hi: rows.hi, lo: rows.lo }, rows.n);
+  if (type !== "noul") return order;
+  const rank = new Int32Array(rows.n);
+  order.forEach((row, r) => (rank[row] = r));
+  return order.sort((a, b) => (rows.p[b * 2 + 1] as number) - (rows.p[a * 2 + 1] as number) || (rank[a] as number) - (rank[b] as number));
+}
+
+/** Assesses one question's rows: the same rows in any order give the same figures. */
 export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: number; bootstrap: number; noiseDraws?: number }): QuestionAssessment {
   // A noul's rows are put in descending p(yes) order once, so the bootstrap's AUROC passes read memory in order.
-  const { s, mass } = info.type === "noul" ? byScore(rows) : { s: rows.scored(), mass: rows.mass.length ? rows.mass.subarray(0, rows.n) : rows.mass };
+  const { s, mass, keys } = rows.keyed(rowOrder(info.type, rows));
   const pre = precompute(info.type, s);
   const ones = new Float64Array(s.n).fill(1);
   // The type's own metrics here; the common ones (ECE, ACE, MCE, risk-coverage area) come from their own passes below.
@@ -204,21 +246,23 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
   metrics["ace"] = cal.ace;
   metrics["mce"] = cal.mce;
   metrics["aurc"] = rc.aurc;
+  const debiased = eceWithInterval(pre.confidence, pre.correct, { seed: options.seed });
+  metrics["ece_debiased"] = debiased.estimate;
 
   const headline = HEADLINE[info.type];
   const samples: Record<string, number[]> = Object.fromEntries(headline.map((h) => [h, []]));
-  const random = seededRandom(options.seed);
   const w = new Float64Array(s.n);
   for (let b = 0; b < options.bootstrap && s.n > 0; b++) {
-    drawWeights(s.n, random, w);
+    keyedWeights(keys, s.n, options.seed, b, w);
     const m = metricsOf(info.type, s, w, pre, headline);
     for (const h of headline) if (Number.isFinite(m[h])) samples[h]!.push(m[h] as number);
   }
   const intervals: Record<string, [number, number]> = {};
   for (const h of headline) {
     const v = samples[h]!.sort((a, b) => a - b);
-    if (v.length > 0) intervals[h] = [quantile(v, 0.025), quantile(v, 0.975)];
+    if (v.length > 0) intervals[h] = around(metrics[h] as number, quantile(v, 0.025), quantile(v, 0.975));
   }
+  if (s.n > 0) intervals["ece_debiased"] = debiased.interval;
 
   const m = confusion(s.y, pre.pred, s.k, ones);
   const out: QuestionAssessment = {
@@ -240,25 +284,11 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
   return out;
 }
 
-function byScore(rows: Rows): { s: Scored; mass: Float64Array } {
-  const s = rows.scored();
-  const order = orderDescending(Float64Array.from({ length: s.n }, (_, i) => s.p[i * 2 + 1] as number));
-  const p = new Float64Array(s.n * 2);
-  const y = new Int32Array(s.n);
-  const mass = new Float64Array(rows.mass.length ? s.n : 0);
-  order.forEach((from, to) => {
-    p[to * 2] = s.p[from * 2] as number;
-    p[to * 2 + 1] = s.p[from * 2 + 1] as number;
-    y[to] = s.y[from] as number;
-    if (mass.length) mass[to] = rows.mass[from] as number;
-  });
-  return { s: { n: s.n, k: 2, p, y }, mass };
-}
-
+/** Each class's share: counted, then divided once, so 3 of 10 is 0.3 and not 0.30000000000000004. */
 function shares(classes: Int32Array, k: number): number[] {
   const c = new Array<number>(k).fill(0);
-  for (const v of classes) c[v]! += 1 / classes.length;
-  return c;
+  for (const v of classes) c[v]! += 1;
+  return c.map((count) => count / classes.length);
 }
 
 /** Accuracy in five equal-count bands of label mass (rows without mass left out). */
@@ -342,7 +372,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       if (y < 0) return;
       const dist = (options.raw && row.raw?.get(q.name)) || (row.dist.get(q.name) as number[]);
       const mass = row.mass?.[q.name];
-      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1, g);
+      rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1, row.id, g);
     });
   }
   const goldOnly: { id: string; line: number }[] = [];
@@ -453,6 +483,7 @@ const LABELS: Record<string, string> = {
   spearman: "Spearman",
   rps: "RPS",
   ece: "ECE (15 bins)",
+  ece_debiased: "ECE, noise removed",
   ace: "adaptive ECE",
   mce: "MCE",
   aurc: "risk-coverage area",
@@ -485,6 +516,9 @@ export function describeAssessment(a: Assessment): string {
         `  accuracy by label mass  ${q.label_mass.map((b) => `${b.mass_lo.toPrecision(2)}-${b.mass_hi.toPrecision(2)}: ${fmt(b.accuracy)}`).join(", ")}`,
       );
   }
-  lines.push("", `95% intervals: ${a.bootstrap} bootstrap draws, seed ${a.seed}. Confidence = the top label's probability.`);
+  lines.push(
+    "",
+    `95% intervals: ${a.bootstrap} bootstrap draws, seed ${a.seed}; for the ECE with noise removed, from the ECE's simulated sampling distribution. Confidence = the top label's probability.`,
+  );
   return lines.join("\n");
 }

@@ -20,7 +20,8 @@ import {
 import { PriorEstimate } from "../runner/output/labels.js";
 import { QualityInputError, type QuestionInfo } from "./answers.js";
 import type { Rows } from "./assess.js";
-import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, seededRandom, topLabelConfidence, type Scored } from "./metrics.js";
+import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, topLabelConfidence, type Scored } from "./metrics.js";
+import { keyedFolds } from "./resample.js";
 
 /** Held-out figures of one method. */
 export interface HeldOut {
@@ -84,20 +85,14 @@ export function fitQuestion(
   rows: Rows,
   options: { method: "auto" | "temperature" | "platt"; folds: number; seed: number },
 ): FittedQuestion {
-  const s = rows.scored();
+  // Key order, and folds from a seeded hash of each record id: the same rows in any order choose the same method with the same numbers.
+  const { s, keys } = rows.keyed();
   const { k, n } = s;
   if (n < options.folds * 2)
     throw new QualityInputError(`${info.name}: ${n} gold rows are too few for ${options.folds}-fold cross-validation (at least ${options.folds * 2})`);
   const data = fitData(s.p, s.y, k);
-  // Seeded shuffle into folds, so the same seed gives the same figures.
-  const random = seededRandom(options.seed);
+  const fold = keyedFolds(keys, n, options.seed, options.folds);
   const order = Int32Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [order[i], order[j]] = [order[j] as number, order[i] as number];
-  }
-  const fold = new Int32Array(n);
-  order.forEach((row, at) => (fold[row] = at % options.folds));
   const candidates = options.method === "auto" ? [...FITTED_METHODS] : [options.method];
   const heldOut: Partial<Record<Method, HeldOut>> = { none: heldOutFigures(s) };
   for (const method of candidates) {

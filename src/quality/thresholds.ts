@@ -5,7 +5,8 @@
  */
 import type { QuestionInfo } from "./answers.js";
 import type { Joined, Rows } from "./assess.js";
-import { drawWeights, orderDescending, predictions, quantile, seededRandom, topLabelConfidence } from "./metrics.js";
+import { around, orderDescending, predictions, quantile, topLabelConfidence } from "./metrics.js";
+import { keyedWeights } from "./resample.js";
 
 export interface Threshold {
   question: string;
@@ -18,11 +19,28 @@ export interface Threshold {
   accuracy: number;
   coverage_interval: [number, number];
   accuracy_interval: [number, number];
+  /** The threshold as the job's `review_below`: the shortest decimal (4 digits or more) that accepts exactly the same rows; 1 when there is no threshold. */
+  review_below: number;
+}
+
+/**
+ * The shortest decimal r (4 digits or more) with `below < r <= threshold`:
+ * rows at or above r are exactly those at or above the threshold, so the
+ * pasted value keeps the accuracy it was picked for. Rounding to the nearest
+ * could land under a lower-confidence row and let it in (0.89996 against a
+ * 0.9 target).
+ */
+export function safeThreshold(threshold: number, below: number): number {
+  for (let digits = 4; digits <= 17; digits++) {
+    const r = Number((Math.floor(threshold * 10 ** digits) / 10 ** digits).toFixed(digits));
+    if (r > below && r <= threshold) return r;
+  }
+  return threshold;
 }
 
 /** Picks a question's threshold: the largest accepted share whose accuracy is at least `target`. */
 export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, options: { seed: number; bootstrap: number }): Threshold {
-  const s = rows.scored();
+  const { s, keys } = rows.keyed();
   const confidence = topLabelConfidence(s);
   const pred = predictions(s);
   const correct = Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0));
@@ -37,6 +55,7 @@ export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, op
     if (right / (m + 1) >= target) best = m;
   }
   const threshold = best >= 0 ? (confidence[order[best] as number] as number) : null;
+  const below = best >= 0 && best + 1 < s.n ? (confidence[order[best + 1] as number] as number) : -Infinity;
   const accepted = (i: number) => threshold !== null && (confidence[i] as number) >= threshold;
   const figures = (w: Float64Array | undefined) => {
     let kept = 0;
@@ -52,12 +71,11 @@ export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, op
     return { coverage: total ? kept / total : 0, accuracy: kept ? ok / kept : NaN };
   };
   const point = figures(undefined);
-  const random = seededRandom(options.seed);
   const w = new Float64Array(s.n);
   const cov: number[] = [];
   const acc: number[] = [];
   for (let b = 0; b < options.bootstrap; b++) {
-    const f = figures(drawWeights(s.n, random, w));
+    const f = figures(keyedWeights(keys, s.n, options.seed, b, w));
     cov.push(f.coverage);
     if (Number.isFinite(f.accuracy)) acc.push(f.accuracy);
   }
@@ -71,8 +89,9 @@ export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, op
     threshold,
     coverage: point.coverage,
     accuracy: point.accuracy,
-    coverage_interval: [quantile(cov, 0.025), quantile(cov, 0.975)],
-    accuracy_interval: [quantile(acc, 0.025), quantile(acc, 0.975)],
+    coverage_interval: around(point.coverage, quantile(cov, 0.025), quantile(cov, 0.975)),
+    accuracy_interval: around(point.accuracy, quantile(acc, 0.025), quantile(acc, 0.975)),
+    review_below: threshold === null ? 1 : safeThreshold(threshold, below),
   };
 }
 
@@ -85,9 +104,9 @@ export function describeThresholds(list: Threshold[]): string {
   const lines = list.map((t) =>
     t.threshold === null
       ? `${t.question} (${t.type}, ${t.n} rows): no threshold reaches accuracy ${t.target}; review every row`
-      : `${t.question} (${t.type}, ${t.n} rows): accept at p >= ${f(t.threshold)}: coverage ${(t.coverage * 100).toFixed(1)}% [${(t.coverage_interval[0] * 100).toFixed(1)}, ${(t.coverage_interval[1] * 100).toFixed(1)}], accuracy ${f(t.accuracy)} [${f(t.accuracy_interval[0])}, ${f(t.accuracy_interval[1])}]`,
+      : `${t.question} (${t.type}, ${t.n} rows): accept at p >= ${t.review_below}: coverage ${(t.coverage * 100).toFixed(1)}% [${(t.coverage_interval[0] * 100).toFixed(1)}, ${(t.coverage_interval[1] * 100).toFixed(1)}], accuracy ${f(t.accuracy)} [${f(t.accuracy_interval[0])}, ${f(t.accuracy_interval[1])}]`,
   );
-  const job = Object.fromEntries(list.map((t) => [t.question, t.threshold === null ? 1 : Number(t.threshold.toFixed(4))]));
+  const job = Object.fromEntries(list.map((t) => [t.question, t.review_below]));
   lines.push("", `job file: "review_below": ${JSON.stringify(job)}`);
   return lines.join("\n");
 }

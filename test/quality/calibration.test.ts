@@ -20,8 +20,8 @@ function synthetic(n: number, k: number, seed: number, distort: (p: number[]) =>
     let u = random();
     let y = 0;
     while (y < k - 1 && (u -= p[y] as number) > 0) y++;
-    rows.push(distort(p), y, -1);
-    truth.push(p, y, -1);
+    rows.push(distort(p), y, -1, `r${i}`);
+    truth.push(p, y, -1, `r${i}`);
   }
   return { rows, truth };
 }

@@ -8,7 +8,17 @@
  * run can never write a review row twice.
  */
 import type { Answer, Question } from "../../api/schema.js";
-import { answerDistribution, answerFrom, applyMap, priorMap, questionLabels, type Method, type QuestionCalibration } from "../../evaluator/calibration.js";
+import { InvocationError } from "../../api/errors.js";
+import {
+  answerDistribution,
+  answerFrom,
+  applyMap,
+  batchFlattens,
+  priorMap,
+  questionLabels,
+  type Method,
+  type QuestionCalibration,
+} from "../../evaluator/calibration.js";
 import { unitHash } from "../input/records.js";
 
 /** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
@@ -28,6 +38,15 @@ export interface ReviewVerdict {
 /** The top label's probability of an answer: for a noul max(p, 1 - p), else the largest option or level probability. */
 export function topLabelProbability(question: Question, answer: Answer): number {
   return Math.max(...answerDistribution(question, answer));
+}
+
+/**
+ * The audit sample's key for a record: its id when the job names an id field,
+ * else its source and line. Never its place in the run, so the same records
+ * in another order or another shard split are sampled alike.
+ */
+export function auditKey(job: { id?: string | undefined }, record: { source: string; id: string }): string {
+  return job.id === undefined ? `${record.source}:${record.id}` : record.id;
 }
 
 export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Question>, answers: Record<string, Answer>, key: string): ReviewVerdict {
@@ -100,6 +119,30 @@ export class PriorEstimate {
   priors(): Record<string, number[]> {
     return Object.fromEntries([...this.sums].map(([name, sum]) => [name, sum.map((s) => s / Math.max(this.n, 1))]));
   }
+}
+
+/** Batch calibration would flatten a skewed question; nothing was written. */
+export class BatchFlattensError extends InvocationError {
+  override name = "BatchFlattensError";
+}
+
+/**
+ * Refuses batch calibration (one line, exit 2, before any output is written)
+ * where it would move a question's label shares further than BATCH_MAX_MOVE:
+ * that may be a real skew flattened. `answers` yields the raw answers again.
+ */
+export async function refuseFlattening(
+  questions: Record<string, Question>,
+  maps: CalibrationMaps,
+  before: PriorEstimate,
+  answers: AsyncIterable<Record<string, Answer>>,
+): Promise<void> {
+  const after = new PriorEstimate(questions);
+  for await (const a of answers) after.add(calibrateAnswers(maps, questions, a).answers);
+  const shares = after.priors();
+  const flat = Object.entries(before.priors()).flatMap(([name, p]) => batchFlattens(name, p, shares[name] ?? p) ?? []);
+  if (flat.length > 0)
+    throw new BatchFlattensError(`${flat.join("; ")}; no output written: rerun with --force-calibration to apply it anyway (the model is not asked again)`);
 }
 
 /** Review thresholds per question from one number (every question) or a map. */

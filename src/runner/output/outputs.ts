@@ -11,7 +11,8 @@ import { stringify } from "csv-stringify/sync";
 import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../job.js";
 import { readJournal, type ErrorEntry } from "../state/journal.js";
-import { calibrateAnswers, PriorEstimate, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
+import { auditKey, calibrateAnswers, PriorEstimate, refuseFlattening, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
+import type { Answer } from "../../api/schema.js";
 import { ParquetEncoder } from "./parquet.js";
 
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
@@ -183,8 +184,19 @@ export interface OutputPolicy {
   calibration?: CalibrationMaps | "batch" | undefined;
   /** Review routing, and where the review rows go (same format as the answers). */
   review?: { policy: ReviewPolicy; target: OutputTarget } | undefined;
+  /** Apply batch calibration even where it would flatten a skewed question (BATCH_MAX_MOVE). */
+  forceBatch?: boolean | undefined;
   /** Start CSV outputs with a UTF-8 byte order mark. */
   csvBom?: boolean | undefined;
+}
+
+/** The answers of each record's latest answer entry, read again from the journal. */
+async function* latestAnswers(journalPath: string, lastAnswer: LastEntry): AsyncGenerator<Record<string, Answer>> {
+  let n = 0;
+  for await (const entry of readJournal(journalPath)) {
+    n++;
+    if (entry.k === "answer" && lastAnswer.get(entry.seq) === n) yield entry.answers;
+  }
 }
 
 /** Writes the answers and errors outputs (and the review file) from a journal; returns what was written. */
@@ -224,6 +236,7 @@ export async function writeOutputs(
       if (entry.k === "answer" && lastAnswer.get(entry.seq) === n) prior.add(entry.answers);
     }
     maps = prior.maps();
+    if (!policy.forceBatch) await refuseFlattening(job.questions, maps, prior, latestAnswers(journalPath, lastAnswer));
   } else maps = policy.calibration;
   const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
   const counts: WrittenCounts = {
@@ -259,7 +272,7 @@ export async function writeOutputs(
         }
         await writer.row(row);
         if (reviewWriter && policy.review) {
-          row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, `${entry.source}:${entry.seq}:${entry.id}`);
+          row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, auditKey(job, entry));
           if (row.review.reasons.length > 0 || row.review.audit) {
             await reviewWriter.row(row);
             if (row.review.audit) counts.audit++;
