@@ -46,8 +46,11 @@ async function allRows(answers: string, questions: QuestionInfo[] | undefined): 
 
 function describeFit(name: string, q: FittedQuestion): string {
   const f = (x: number | undefined) => (x === undefined ? "n/a" : x.toFixed(3));
-  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${q.method}, temperature ${q.temperature.toFixed(3)}`;
-  if (q.method !== "temperature") line += `, bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
+  // The method once: "temperature 1.935", "platt: temperature 1.210, bias ...", "batch: bias ...".
+  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${q.method}`;
+  if (q.method === "temperature") line += ` ${q.temperature.toFixed(3)}`;
+  else if (q.method === "none") line += " (the raw answers were best)";
+  else line += `: ${q.temperature !== 1 ? `temperature ${q.temperature.toFixed(3)}, ` : ""}bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
   const cv = q.cross_validation;
   if (cv) {
     const none = cv.held_out.none;

@@ -149,6 +149,9 @@ export async function readAnswers(
             const dist = distributionOf(q, (key) => record[key], where);
             row.dist.set(q.name, dist);
             if (q.type === "score") learnLevel(q, dist, record[`${q.name}.level`]);
+            const mass = record[`${q.name}.label_mass`];
+            const m = typeof mass === "number" ? mass : typeof mass === "string" && mass.trim() !== "" ? Number(mass) : NaN;
+            if (m >= 0 && m <= 1) (row.mass ??= {})[q.name] = m;
             if (`${q.name}.raw.${q.type === "noul" ? "noul" : `p.${q.labels[0]}`}` in record) {
               row.raw ??= new Map();
               row.raw.set(

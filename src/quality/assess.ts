@@ -37,7 +37,7 @@ import {
 } from "./metrics.js";
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 import { breaches, type Breach, type Condition } from "./gate.js";
-import { provenanceOf, readUsage, type Provenance } from "./provenance.js";
+import { fillLevels, provenanceOf, readUsage, type Provenance } from "./provenance.js";
 import { plural, rangeText } from "./html.js";
 
 export { parseConditions, type Condition } from "./gate.js";
@@ -253,10 +253,11 @@ function byScore(rows: Rows): { s: Scored; mass: Float64Array } {
   return { s: { n: s.n, k: 2, p, y }, mass };
 }
 
+/** Counted, then divided once: a share is the nearest double to count / n, with no float noise from summing 1/n. */
 function shares(classes: Int32Array, k: number): number[] {
   const c = new Array<number>(k).fill(0);
-  for (const v of classes) c[v]! += 1 / classes.length;
-  return c;
+  for (const v of classes) c[v]! += 1;
+  return c.map((x) => x / (classes.length || 1));
 }
 
 /** Accuracy in five equal-count bands of label mass (rows without mass left out). */
@@ -379,6 +380,8 @@ export async function assess(
     if (rows.n === 0) continue;
     questions.push(assessQuestion(q, rows, { seed, bootstrap }));
   }
+  const usage = readUsage(`${answersPath}.usage.json`);
+  if (!options.questions) fillLevels(questions, usage, `${answersPath}.usage.json`);
   return {
     kind: "typed-eval.assessment",
     answers: answersPath,
@@ -391,7 +394,7 @@ export async function assess(
     bootstrap,
     questions,
     provenance: provenanceOf(
-      readUsage(`${answersPath}.usage.json`),
+      usage,
       `${answersPath}.usage.json`,
       { sawRaw: joined.hadRaw, rowModel: joined.model },
       { Answers: answersPath, Gold: goldPath, Job: options.job },

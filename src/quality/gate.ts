@@ -82,7 +82,7 @@ export function breaches(subject: GateSubject, conditions: readonly Condition[])
 export function describeBreach(b: Breach, why?: string): string {
   const c = b.condition;
   const value = Number.isNaN(b.actual) ? `n/a${why ? ` (${why})` : ""}` : formatActual(b.actual);
-  return `${b.question}.${c.metric} = ${value}, limit ${c.op} ${c.value} (${c.text})`;
+  return `${b.question}.${c.metric} = ${value}, breaking ${c.text}`;
 }
 
 function formatActual(x: number): string {

@@ -32,7 +32,7 @@ export function plural(n: number, noun: string, nouns = `${noun}s`): string {
  * prints "0.0000026 – 0.0000026".
  */
 export function rangeText(lo: number, hi: number, separator = " – "): string {
-  const fmt = (x: number, p: number) => (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? trimZeros(x.toPrecision(p)) : x.toPrecision(p));
+  const fmt = (x: number, p: number) => (x === 0 ? "0" : trimZeros(x.toPrecision(p)));
   if (lo === hi) return fmt(lo, 3);
   for (let p = 2; p <= 15; p++) {
     const a = fmt(lo, p);

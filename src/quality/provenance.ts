@@ -7,6 +7,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { loadJob, type Job } from "../runner/job.js";
 import { isSummary, type UsageSummary } from "../runner/usage.js";
 import { escapeHtml, displayPath } from "./html.js";
 
@@ -63,6 +64,41 @@ function calibrationFileFacts(source: string, usagePath: string): Pick<Provenanc
     }
   }
   return {};
+}
+
+/**
+ * Score level texts the answers did not name (CSV and Parquet carry only the
+ * most likely level's text per row): taken from the job file the run's usage
+ * summary names, when it is still there and asks a score question of that
+ * name with as many levels. Fills `levels` in place.
+ */
+export function fillLevels(
+  questions: { name: string; type: string; labels: string[]; levels?: unknown[] | undefined }[],
+  usage: UsageSummary | undefined,
+  usagePath: string,
+): void {
+  const missing = questions.filter((q) => q.type === "score" && (!q.levels || q.levels.some((l, i) => l === q.labels[i])));
+  if (missing.length === 0 || !usage?.job) return;
+  let job: Job | undefined;
+  for (const path of [usage.job, resolve(dirname(usagePath), usage.job)]) {
+    if (!existsSync(path)) continue;
+    try {
+      job = loadJob(path);
+      break;
+    } catch {
+      // A job file changed or broken since the run: the levels stay as the answers named them.
+    }
+  }
+  if (!job) return;
+  for (const q of missing) {
+    const asked = job.questions[q.name];
+    if (asked?.type !== "score" || asked.criteria.length !== q.labels.length) continue;
+    const levels = q.levels ?? [...q.labels];
+    asked.criteria.forEach((c, i) => {
+      if (levels[i] === q.labels[i] && typeof c === "string") levels[i] = c;
+    });
+    q.levels = levels;
+  }
 }
 
 /** Provenance of answers: `usage` is the run's summary (if any), `sawRaw` whether rows carried raw probabilities, `rowModel` the model a row named. */

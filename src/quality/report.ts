@@ -31,7 +31,7 @@ import {
   table,
   tiles,
 } from "./html.js";
-import { provenanceOf, provenanceRows, readUsage, type Provenance } from "./provenance.js";
+import { fillLevels, provenanceOf, provenanceRows, readUsage, type Provenance } from "./provenance.js";
 
 const BINS = 20;
 
@@ -355,6 +355,7 @@ export async function runReport(
   const usagePath = options.usage ?? `${answersPath}.usage.json`;
   const usage = readUsage(usagePath);
   if (usage) report.usage = usage;
+  if (!options.questions) fillLevels(stats, usage, usagePath);
   report.provenance = provenanceOf(usage, usagePath, seen, { Answers: answersPath, "Compared with": options.compare, Job: options.job });
   if (earlier && options.compare) {
     report.compare = {

@@ -87,7 +87,8 @@ export function describeThresholds(list: Threshold[]): string {
       ? `${t.question} (${t.type}, ${t.n} rows): no threshold reaches accuracy ${t.target}; review every row`
       : `${t.question} (${t.type}, ${t.n} rows): accept at p >= ${f(t.threshold)}: coverage ${(t.coverage * 100).toFixed(1)}% [${(t.coverage_interval[0] * 100).toFixed(1)}, ${(t.coverage_interval[1] * 100).toFixed(1)}], accuracy ${f(t.accuracy)} [${f(t.accuracy_interval[0])}, ${f(t.accuracy_interval[1])}]`,
   );
-  const job = Object.fromEntries(list.map((t) => [t.question, t.threshold === null ? 1 : Number(t.threshold.toFixed(4))]));
+  // Rounded up, toward the safe side: rounding down would accept rows under the threshold and miss the target accuracy.
+  const job = Object.fromEntries(list.map((t) => [t.question, t.threshold === null ? 1 : Math.ceil(Number((t.threshold * 1e4).toPrecision(12))) / 1e4]));
   lines.push("", `job file: "review_below": ${JSON.stringify(job)}`);
   return lines.join("\n");
 }
