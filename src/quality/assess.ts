@@ -397,7 +397,7 @@ export async function assess(
       usage,
       `${answersPath}.usage.json`,
       { sawRaw: joined.hadRaw, rowModel: joined.model },
-      { Answers: answersPath, Gold: goldPath, Job: options.job },
+      { answers: answersPath, gold: goldPath, job: options.job },
     ),
   };
 }

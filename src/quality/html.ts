@@ -184,10 +184,10 @@ export function barChart(
   const rowH = labels.map((_, i) => Math.max(wrapped[i]!.length * 12 + 4, series.length * barH + 8));
   f.height = rowH.reduce((a, b) => a + b, 0);
   const dataMax = Math.max(1e-9, ...series.flatMap((s) => s.values.filter(Number.isFinite)));
-  const { top } = niceTicks(options.fixedMax ?? dataMax, 4);
-  const hi = options.fixedMax ?? top;
-  // About one tick per 50 units, so tick texts never run together on a narrow axis.
-  const ticks = scaleTicks(0, hi, Math.max(2, Math.min(4, Math.floor(f.width / 50))), format === "share");
+  // About one tick per 50 units, so tick texts never run together on a narrow axis; the axis ends on its last tick.
+  const count = Math.max(2, Math.min(4, Math.floor(f.width / 50)));
+  const hi = options.fixedMax ?? niceTicks(dataMax, count).top;
+  const ticks = scaleTicks(0, hi, count, format === "share");
   const h = f.top + f.height + 34;
   let svg = `<g class="axis"><line x1="${f.left}" y1="${f.top}" x2="${f.left}" y2="${f.top + f.height}"/><line x1="${f.left}" y1="${f.top + f.height}" x2="${f.left + f.width}" y2="${f.top + f.height}"/>`;
   for (const t of ticks) svg += `<line class="grid" x1="${xIn(f, t.at)}" y1="${f.top}" x2="${xIn(f, t.at)}" y2="${f.top + f.height}"/>`;

@@ -11,6 +11,9 @@ import { loadJob, type Job } from "../runner/job.js";
 import { isSummary, type UsageSummary } from "../runner/usage.js";
 import { escapeHtml, displayPath } from "./html.js";
 
+type FileRole = "answers" | "gold" | "job" | "compare";
+const ROLE_NAMES: Record<FileRole, string> = { answers: "Answers", gold: "Gold", job: "Job", compare: "Compared with" };
+
 export interface Provenance {
   /** The versioned model id the answers name (usage summary, else the answers rows). */
   model?: string | undefined;
@@ -30,8 +33,8 @@ export interface Provenance {
     fitted_on?: { answers: string; gold?: string | undefined } | undefined;
     fitted_for?: string | null | undefined;
   };
-  /** Files as the user named them. */
-  files: Record<string, string>;
+  /** Files as the user named them: answers, and gold, job, compare when given. */
+  files: Partial<Record<FileRole, string>>;
 }
 
 /** The usage summary beside answers (or at `path`), undefined when absent or not one. */
@@ -106,14 +109,14 @@ export function provenanceOf(
   usage: UsageSummary | undefined,
   usagePath: string,
   seen: { sawRaw: boolean; rowModel?: string | undefined },
-  files: Record<string, string | undefined>,
+  files: Partial<Record<FileRole, string | undefined>>,
 ): Provenance {
   const out: Provenance = {
     model: usage?.model ?? seen.rowModel,
     model_identity: usage?.model_identity,
     run_started: usage?.this_run?.started,
     calibration: { state: "none" },
-    files: Object.fromEntries(Object.entries(files).filter((e): e is [string, string] => e[1] !== undefined)),
+    files: Object.fromEntries(Object.entries(files).filter((e) => e[1] !== undefined)),
   };
   const c = usage?.calibration;
   if (c) {
@@ -150,7 +153,7 @@ export function provenanceRows(p: Provenance, options: { raw?: boolean } = {}): 
   if (options.raw) cal += ' <span class="bad">This page assesses the raw (uncalibrated) probabilities.</span>';
   rows.push(["Calibration", cal]);
   if (p.run_started) rows.push(["Run started", escapeHtml(p.run_started.replace("T", " ").replace(/\.\d+Z$/, " UTC"))]);
-  for (const [k, v] of Object.entries(p.files)) rows.push([k, escapeHtml(displayPath(v))]);
+  for (const [role, path] of Object.entries(p.files)) rows.push([ROLE_NAMES[role as FileRole] ?? role, escapeHtml(displayPath(path))]);
   return rows;
 }
 

@@ -356,7 +356,7 @@ export async function runReport(
   const usage = readUsage(usagePath);
   if (usage) report.usage = usage;
   if (!options.questions) fillLevels(stats, usage, usagePath);
-  report.provenance = provenanceOf(usage, usagePath, seen, { Answers: answersPath, "Compared with": options.compare, Job: options.job });
+  report.provenance = provenanceOf(usage, usagePath, seen, { answers: answersPath, compare: options.compare, job: options.job });
   if (earlier && options.compare) {
     report.compare = {
       answers: options.compare,

@@ -326,20 +326,24 @@ describe("review routing", () => {
   }, 120_000);
 });
 
+/** An earlier run in which every third record's team was answered differently; the other questions as now. */
+function earlierRun(name: string): string {
+  const earlier = rows(out).map((r, i) => {
+    if (i % 3 !== 0) return r;
+    const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
+    const options = Object.keys(team.probabilities);
+    const other = options.find((o) => o !== team.choice)!;
+    return {
+      ...r,
+      answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } },
+    };
+  });
+  return file(name, `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
+}
+
 describe("report", () => {
   it("compares two runs: shift, agreement and the flipped records", () => {
-    // An earlier run in which every third record's team was answered differently.
-    const earlier = rows(out).map((r, i) => {
-      if (i % 3 !== 0) return r;
-      const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
-      const options = Object.keys(team.probabilities);
-      const other = options.find((o) => o !== team.choice)!;
-      return {
-        ...r,
-        answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } },
-      };
-    });
-    const earlierPath = file("earlier.jsonl", `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
+    const earlierPath = earlierRun("earlier.jsonl");
     const html = join(dir, "report.html");
     const r = cli(["report", out, "--compare", earlierPath, "-o", html, "--json"]);
     expect(r.code).toBe(0);
@@ -357,17 +361,7 @@ describe("report", () => {
   });
 
   it("--fail-if is a drift gate: exit 4 naming each breach on its own line, 0 when the night is close enough", () => {
-    const earlier = rows(out).map((r, i) => {
-      if (i % 3 !== 0) return r;
-      const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
-      const options = Object.keys(team.probabilities);
-      const other = options.find((o) => o !== team.choice)!;
-      return {
-        ...r,
-        answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } },
-      };
-    });
-    const earlierPath = file("drift-earlier.jsonl", `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
+    const earlierPath = earlierRun("drift-earlier.jsonl");
     const html = join(dir, "drift.html");
     const gate = "team.agreement<0.9,urgent.psi>0.2,label_mass<0.000001";
     const failed = cli(["report", out, "--compare", earlierPath, "--fail-if", gate, "-o", html, "--json"]);
