@@ -58,7 +58,7 @@ export interface QuestionStats {
 
 export interface Shift {
   question: string;
-  /** Population stability index of the label shares (0.1: worth a look; 0.25: a real shift, by the usual rule of thumb). */
+  /** Population stability index over the bins of psi_basis (0.1: worth a look; 0.25: a real shift, by the usual rule of thumb). */
   psi: number;
   /** Jensen-Shannon distance of the label shares, base 2: 0 same, 1 disjoint. */
   js_distance: number;

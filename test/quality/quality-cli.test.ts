@@ -413,6 +413,9 @@ describe("report", () => {
       expect(r.stderr).toMatch(message);
       expect(existsSync(html)).toBe(false);
     }
+    const folder = cli(["report", out, "-o", dir]);
+    expect(folder.code).toBe(2);
+    expect(folder.stderr).toMatch(/^typed-eval: cannot write output .*: it is a folder; choose another path\n$/);
   });
 
   it("gives the same report from CSV and Parquet answers as from JSONL: level names, shares, histograms, label mass", () => {
