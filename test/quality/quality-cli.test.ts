@@ -106,7 +106,7 @@ beforeAll(() => {
   outParquet = join(dir, "out.parquet");
   expect(cli(["run", input, "--job", jobPath, "-o", outParquet]).code).toBe(0);
   gold = file("gold.csv", goldFor(rows(out)));
-}, 120_000);
+}, 300_000);
 
 describe("assess", () => {
   it("reports every metric of each type, the same numbers on every run, and the same from CSV as from JSONL answers", () => {
