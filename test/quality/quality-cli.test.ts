@@ -363,7 +363,11 @@ describe("report", () => {
   it("--fail-if is a drift gate: exit 4 naming each breach on its own line, 0 when the night is close enough", () => {
     const earlierPath = earlierRun("drift-earlier.jsonl");
     const html = join(dir, "drift.html");
-    const gate = "team.agreement<0.9,urgent.psi>0.2,label_mass<0.000001";
+    // Random weights give tiny label masses (1e-11 and up): the label-mass limits are set from this night's own figures.
+    const plain = JSON.parse(cli(["report", out, "--compare", earlierPath, "--json", "-o", html]).stdout) as RunReport;
+    const masses = Object.fromEntries(plain.questions.map((q) => [q.name, q.mean_label_mass!]));
+    const below = Math.min(...Object.values(masses)) / 2;
+    const gate = `team.agreement<0.9,urgent.psi>0.2,label_mass<${below}`;
     const failed = cli(["report", out, "--compare", earlierPath, "--fail-if", gate, "-o", html, "--json"]);
     expect(failed.code).toBe(4);
     const report = JSON.parse(failed.stdout) as RunReport;
@@ -387,7 +391,10 @@ describe("report", () => {
         .split("\n")
         .map((l) => l.replace(/ = .*/, "")),
     ).toEqual(["typed-eval: drift gate: urgent.agreement", "typed-eval: drift gate: team.agreement", "typed-eval: drift gate: mood.agreement"]);
-    const passed = cli(["report", out, "--compare", earlierPath, "--fail-if", "team.agreement<0.5,psi>5,label_mass<0.000001", "-o", html]);
+    const mass = cli(["report", out, "--compare", earlierPath, "--fail-if", `mood.label_mass<${masses["mood"]! * 2}`, "-o", html]);
+    expect(mass.code).toBe(4);
+    expect(mass.stderr).toMatch(/^typed-eval: drift gate: mood\.label_mass = \S+, breaking mood\.label_mass</);
+    const passed = cli(["report", out, "--compare", earlierPath, "--fail-if", `team.agreement<0.5,psi>5,label_mass<${below}`, "-o", html]);
     expect(passed.stderr).toBe("");
     expect(passed.code).toBe(0);
     expect(readFileSync(html, "utf8")).toContain("Drift gate passed");
