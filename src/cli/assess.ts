@@ -71,6 +71,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       seed: args.seed,
       bootstrap: args.bootstrap,
       suspects,
+      job: args.job,
     });
     if (suspects && args.suspects) {
       await suspects.write(args.suspects);
@@ -80,13 +81,13 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     if (args.html) writeFileAtomic(args.html, assessmentHtml(a));
     process.stdout.write(
       args.json
-        ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, actual: f.actual })) }, null, 2)}\n`
+        ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, question: f.question, actual: f.actual })) }, null, 2)}\n`
         : `${describeAssessment(a)}${a.suspects ? describeSuspects(a.suspects) : ""}\n`,
     );
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {
       process.stderr.write(
-        `typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`,
+        `typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`,
       );
       process.exitCode = EXIT.gate;
     }

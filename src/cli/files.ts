@@ -30,6 +30,12 @@ export function writeFileAtomic(path: string, text: string, flag = "output"): vo
     renameSync(partial, path);
   } catch (error) {
     rmSync(partial, { force: true });
+    const e = error as NodeJS.ErrnoException;
+    // A folder where the file goes, or no permission: one line, exit 2, never a stack trace.
+    if (e.code === "EISDIR" || e.code === "EACCES" || e.code === "EPERM" || e.code === "EROFS" || e.code === "ENOSPC") {
+      const why = e.code === "EISDIR" ? "it is a folder" : e.code === "ENOSPC" ? "the disk is full" : "no permission to write there";
+      throw new UsageError(`cannot write ${flag} ${path}: ${why}; choose another path`);
+    }
     throw error;
   }
 }

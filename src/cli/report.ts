@@ -1,7 +1,8 @@
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
-import { displayLabels, reportHtml, runReport } from "../quality/report.js";
+import { applyGate, displayLabels, GATE_METRICS, reportConditions, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";
+import { EXIT } from "../api/exit-codes.js";
 import { writeFileAtomic } from "./files.js";
 
 function withReportOptions<T>(y: Argv<T>) {
@@ -16,7 +17,11 @@ function withReportOptions<T>(y: Argv<T>) {
     .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html)" })
     .option("json", { type: "boolean", default: false, describe: "print the report's numbers as JSON" })
     .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
-    .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" });
+    .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" })
+    .option("fail-if", {
+      type: "string",
+      describe: `drift gate: exit 4 when a condition holds, e.g. "topic.psi>0.2,agreement<0.9,label_mass<0.5" (a bare metric: every question; metrics: ${GATE_METRICS.join(", ")})`,
+    });
 }
 
 /** `typed-eval report`: a run at a glance, optionally against an earlier run. */
@@ -26,8 +31,11 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
   builder: withReportOptions,
   handler: async (args) => {
     favourSize();
+    // Read before the answers, so a misspelt gate costs no pass over a night's answers.
+    const conditions = args["fail-if"] ? reportConditions(args["fail-if"], args.compare !== undefined) : [];
     const { questions } = jobQuestions(args.job);
-    const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage });
+    const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage, job: args.job });
+    const breaches = args["fail-if"] ? applyGate(report, conditions) : [];
     const output = args.output ?? `${args.answers}.report.html`;
     writeFileAtomic(output, reportHtml(report));
     if (args.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
@@ -45,6 +53,10 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
       }
       lines.push(`report: ${output}`);
       process.stdout.write(`${lines.join("\n")}\n`);
+    }
+    if (breaches.length > 0) {
+      process.stderr.write(breaches.map((b) => `typed-eval: drift gate: ${b}\n`).join(""));
+      process.exitCode = EXIT.gate;
     }
   },
 };

@@ -31,6 +31,8 @@ export interface AnswerRow {
   mass?: Record<string, number>;
   /** The row as read, for readers that want more than the answers (kept fields, review reasons). */
   record?: Record<string, unknown>;
+  /** The model the row names, when it does. */
+  model?: string;
 }
 
 export class QualityInputError extends InvocationError {
@@ -85,7 +87,8 @@ function discoverColumns(columns: string[]): QuestionInfo[] {
     }
     const prefix = `${name}.p.`;
     const labels = columns.filter((c) => c.startsWith(prefix)).map((c) => c.slice(prefix.length));
-    out.push({ name, type, labels });
+    // A score's level texts are not in the header: they are learned from its `.level` column as rows come (see learnLevel).
+    out.push(type === "score" ? { name, type, labels, levels: [...labels] } : { name, type, labels });
   }
   // A calibrated run writes `q.raw.noul` beside `q.noul`: that is q's raw answer, not a question "q.raw".
   const names = new Set(out.map((q) => q.name));
@@ -141,14 +144,17 @@ export async function readAnswers(
         const id = record["id"];
         if (id === undefined || id === null || id === "") throw new QualityInputError(`${where}: no id`);
         const row: AnswerRow = { id: String(id), line: item.line, dist: new Map(), record };
+        if (typeof record["model"] === "string" && record["model"] !== "") row.model = record["model"];
         if (format !== "jsonl") {
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))
               throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
-            row.dist.set(
-              q.name,
-              distributionOf(q, (key) => record[key], where),
-            );
+            const dist = distributionOf(q, (key) => record[key], where);
+            row.dist.set(q.name, dist);
+            if (q.type === "score") learnLevel(q, dist, record[`${q.name}.level`]);
+            const mass = record[`${q.name}.label_mass`];
+            const m = typeof mass === "number" ? mass : typeof mass === "string" && mass.trim() !== "" ? Number(mass) : NaN;
+            if (m >= 0 && m <= 1) (row.mass ??= {})[q.name] = m;
             if (`${q.name}.raw.${q.type === "noul" ? "noul" : `p.${q.labels[0]}`}` in record) {
               row.raw ??= new Map();
               row.raw.set(
@@ -187,6 +193,20 @@ export async function readAnswers(
     }
   }
   return rows();
+}
+
+/**
+ * CSV and Parquet answers name a score's most likely level by its text in
+ * `<q>.level` (its index when the level is not text): each row teaches the
+ * text of its top level, so the report names levels as it does for JSONL,
+ * whose rows carry the whole legend. `q.levels` is changed in place, so
+ * whoever holds the questions sees the texts as they arrive.
+ */
+function learnLevel(q: QuestionInfo, dist: readonly number[], level: unknown): void {
+  if (typeof level !== "string" || level === "" || !q.levels) return;
+  let best = 0;
+  for (let i = 1; i < dist.length; i++) if ((dist[i] as number) > (dist[best] as number)) best = i;
+  if (q.levels[best] === q.labels[best] && level !== q.labels[best]) q.levels[best] = level;
 }
 
 function jsonDistribution(q: QuestionInfo, a: Record_, where: string): number[] {

@@ -37,6 +37,11 @@ import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./a
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
 import { keyedWeights, keyOrder, recordKey, type RowKeys } from "./resample.js";
+import { breaches, type Breach, type Condition } from "./gate.js";
+import { fillLevels, provenanceOf, readUsage, type Provenance } from "./provenance.js";
+import { plural, rangeText } from "./html.js";
+
+export { parseConditions, type Condition } from "./gate.js";
 
 /** A copy of `a` at `length`, the new tail filled with `fill`. */
 function resized<T extends Float64Array | Int32Array | Uint32Array>(a: T, length: number, fill: number): T {
@@ -164,6 +169,8 @@ export interface Assessment {
   questions: QuestionAssessment[];
   /** Gold labels the answers most confidently contradict (`assess --suspects`). */
   suspects?: SuspectSummary;
+  /** Model, calibration and files: what was assessed. */
+  provenance?: Provenance;
 }
 
 /** Every metric of one question on weights `w` (ones for the point estimate, draw counts for the bootstrap). */
@@ -288,7 +295,7 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
 function shares(classes: Int32Array, k: number): number[] {
   const c = new Array<number>(k).fill(0);
   for (const v of classes) c[v]! += 1;
-  return c.map((count) => count / classes.length);
+  return c.map((count) => count / (classes.length || 1));
 }
 
 /** Accuracy in five equal-count bands of label mass (rows without mass left out). */
@@ -331,6 +338,8 @@ export interface Joined {
   hadRaw: boolean;
   /** Gold ids by gold row (what `Rows.ref` points at). */
   goldIds: string[];
+  /** The model the first answers row names. */
+  model?: string | undefined;
 }
 
 /**
@@ -355,9 +364,11 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
   const matched = new Uint8Array(gold.lines.length);
   const counts = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
   let hadRaw = false;
+  let model: string | undefined;
   const nq = questions.length;
   for await (const row of await readAnswers(answersPath, { questions })) {
     counts.answers++;
+    model ??= row.model;
     const g = gold.rows.get(row.id);
     if (g === undefined) {
       counts.answers_only++;
@@ -391,14 +402,14 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       `${counts.gold_only} gold id${counts.gold_only > 1 ? "s are" : " is"} not in ${answersPath}: ${goldOnly.map((g) => `${g.id} (gold line ${g.line})`).join(", ")}${counts.gold_only > goldOnly.length ? ", ..." : ""}; pass --allow-unmatched to assess the rest`,
     );
   }
-  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()] };
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model };
 }
 
 /** Assesses answers against gold labels. */
 export async function assess(
   answersPath: string,
   goldPath: string,
-  options: JoinOptions & { seed?: number; bootstrap?: number; suspects?: Suspects | undefined },
+  options: JoinOptions & { seed?: number; bootstrap?: number; suspects?: Suspects | undefined; job?: string | undefined },
 ): Promise<Assessment> {
   const joined = await joinGold(answersPath, goldPath, options);
   const seed = options.seed ?? 1;
@@ -412,6 +423,8 @@ export async function assess(
     options.suspects?.add(q, rows, joined.goldIds);
     questions.push(assessQuestion(q, rows, { seed, bootstrap }));
   }
+  const usage = readUsage(`${answersPath}.usage.json`);
+  if (!options.questions) fillLevels(questions, usage, `${answersPath}.usage.json`);
   const out: Assessment = {
     kind: "typed-eval.assessment",
     answers: answersPath,
@@ -423,48 +436,20 @@ export async function assess(
     seed,
     bootstrap,
     questions,
+    provenance: provenanceOf(
+      usage,
+      `${answersPath}.usage.json`,
+      { sawRaw: joined.hadRaw, rowModel: joined.model },
+      { answers: answersPath, gold: goldPath, job: options.job },
+    ),
   };
   if (options.suspects) out.suspects = options.suspects.summary();
   return out;
 }
 
-/** A quality gate: `question.metric` compared with a number. */
-export interface Condition {
-  question: string;
-  metric: string;
-  op: ">" | "<" | ">=" | "<=";
-  value: number;
-  text: string;
-}
-
-/** Parses `--fail-if "urgent.ece>0.05,topic.macro_f1<0.8"`. */
-export function parseConditions(text: string): Condition[] {
-  return text
-    .split(",")
-    .map((part) => part.trim())
-    .filter((part) => part !== "")
-    .map((part) => {
-      const m = /^(.+)\.([a-z0-9_]+)\s*(>=|<=|>|<)\s*(-?[0-9.]+(?:e-?\d+)?)$/i.exec(part);
-      if (!m || !Number.isFinite(Number(m[4]))) {
-        throw new QualityInputError(`--fail-if: cannot read "${part}"; write question.metric>number, e.g. urgent.ece>0.05,topic.macro_f1<0.8`);
-      }
-      return { question: m[1] as string, metric: m[2] as string, op: m[3] as Condition["op"], value: Number(m[4]), text: part };
-    });
-}
-
-/** The conditions that hold (each a failed gate), checking that every name exists. */
-export function failedConditions(a: Assessment, conditions: Condition[]): { condition: Condition; actual: number }[] {
-  const failed = [];
-  for (const c of conditions) {
-    const q = a.questions.find((x) => x.name === c.question);
-    if (!q) throw new QualityInputError(`--fail-if: no question "${c.question}" was assessed; assessed: ${a.questions.map((x) => x.name).join(", ")}`);
-    const actual = q.metrics[c.metric];
-    if (actual === undefined)
-      throw new QualityInputError(`--fail-if: ${q.type} question ${q.name} has no metric "${c.metric}"; it has ${Object.keys(q.metrics).join(", ")}`);
-    const holds = c.op === ">" ? actual > c.value : c.op === "<" ? actual < c.value : c.op === ">=" ? actual >= c.value : actual <= c.value;
-    if (holds || Number.isNaN(actual)) failed.push({ condition: c, actual });
-  }
-  return failed;
+/** The conditions that hold (each a failed gate, one per question), checking that every name exists. */
+export function failedConditions(a: Assessment, conditions: Condition[]): Breach[] {
+  return breaches({ questions: a.questions, known: (name) => Object.keys(a.questions.find((q) => q.name === name)?.metrics ?? {}) }, conditions);
 }
 
 const LABELS: Record<string, string> = {
@@ -497,11 +482,11 @@ export function describeAssessment(a: Assessment): string {
   const lines: string[] = [];
   const r = a.rows;
   lines.push(
-    `${r.matched} of ${r.gold} gold rows matched ${r.answers} answers (${r.answers_only} answers without gold${r.gold_only ? `, ${r.gold_only} gold rows without answers` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
+    `${r.matched} of ${plural(r.gold, "gold row")} matched ${plural(r.answers, "answer")} (${plural(r.answers_only, "answer")} without gold${r.gold_only ? `, ${plural(r.gold_only, "gold row")} without answers` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
   );
   if (a.ignored_gold_fields.length) lines.push(`gold fields not assessed (not questions of the answers): ${a.ignored_gold_fields.join(", ")}`);
   for (const q of a.questions) {
-    lines.push("", `${q.name} (${q.type}, ${q.n} rows)`);
+    lines.push("", `${q.name} (${q.type}, ${plural(q.n, "row")})`);
     for (const m of [...METRICS[q.type], ...METRICS.common]) {
       const ci = q.intervals[m];
       let line = `  ${metricLabel(m).padEnd(22)} ${fmt(q.metrics[m]).padStart(6)}`;
@@ -512,9 +497,7 @@ export function describeAssessment(a: Assessment): string {
     const cover = q.risk_coverage.at.map((p) => `${Math.round(p.coverage * 100)}%: ${fmt(p.accuracy)} (p>=${fmt(p.threshold)})`).join(", ");
     lines.push(`  accuracy at coverage    ${cover}`);
     if (q.label_mass)
-      lines.push(
-        `  accuracy by label mass  ${q.label_mass.map((b) => `${b.mass_lo.toPrecision(2)}-${b.mass_hi.toPrecision(2)}: ${fmt(b.accuracy)}`).join(", ")}`,
-      );
+      lines.push(`  accuracy by label mass  ${q.label_mass.map((b) => `${rangeText(b.mass_lo, b.mass_hi, "-")}: ${fmt(b.accuracy)}`).join(", ")}`);
   }
   lines.push(
     "",

@@ -2,7 +2,17 @@
  * Self-contained HTML: inline CSS and SVG charts, no script, no network
  * request. Every chart has a text title, an accessible description and a
  * table of its numbers beside it, for screen readers and copy-paste.
+ *
+ * Layout: a page is a header (what was measured: model, calibration, files)
+ * and one band per question. A band is a grid of equal-width cards (numbers
+ * first, then charts) that fills the width: at 1,700 px and wider every card
+ * of a band sits in one row; narrower, three columns, the numbers card
+ * spanning two rows when there are five cards, so no grid cell stays empty.
+ * Charts are SVG with a viewBox and scale to their card; no label is ever
+ * cut: category names wrap onto more lines, or stand vertical under narrow
+ * columns.
  */
+import { relative, isAbsolute } from "node:path";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
@@ -11,162 +21,406 @@ export function escapeHtml(s: string): string {
 export const num = (x: number | undefined, digits = 3) => (x === undefined || !Number.isFinite(x) ? "n/a" : x.toFixed(digits));
 export const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "n/a" : `${(x * 100).toFixed(1)}%`);
 
-let chartId = 0;
-
-/** A chart: SVG plus the table of its numbers. */
-function figure(title: string, svg: string, table: { head: string[]; rows: (string | number)[][] }): string {
-  const id = `c${++chartId}`;
-  const cells = (r: (string | number)[], tag: string) => r.map((c) => `<${tag}>${escapeHtml(String(c))}</${tag}>`).join("");
-  return `<figure class="chart" data-chart="${escapeHtml(title)}">
-<figcaption id="${id}">${escapeHtml(title)}</figcaption>
-<svg role="img" aria-labelledby="${id}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg">${svg}</svg>
-<details><summary>numbers</summary><table><thead><tr>${cells(table.head, "th")}</tr></thead><tbody>${table.rows.map((r) => `<tr>${cells(r, "td")}</tr>`).join("")}</tbody></table></details>
-</figure>`;
+/** `1 gold row`, `2 gold rows`: the count with thousands separators and the noun in its number. */
+export function plural(n: number, noun: string, nouns = `${noun}s`): string {
+  return `${n.toLocaleString("en-US")} ${n === 1 ? noun : nouns}`;
 }
 
-const W = 340;
-const H = 230;
-const PAD = { left: 58, right: 12, top: 24, bottom: 44 };
-const plotW = W - PAD.left - PAD.right;
-const plotH = H - PAD.top - PAD.bottom;
-const xAt = (f: number) => PAD.left + f * plotW;
-const yAt = (f: number) => PAD.top + (1 - f) * plotH;
-
-function axes(yMax: number, yLabel: string, xLabel: string, yFormat: (v: number) => string = (v) => num(v, 2)): string {
-  let s = `<g class="axis"><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(1)}" y2="${yAt(0)}"/><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(0)}" y2="${yAt(1)}"/>`;
-  for (const f of [0, 0.5, 1]) s += `<text x="${xAt(0) - 4}" y="${yAt(f) + 4}" text-anchor="end">${yFormat(f * yMax)}</text>`;
-  s += `<text x="${xAt(0.5)}" y="${H - 6}" text-anchor="middle">${escapeHtml(xLabel)}</text>`;
-  s += `<text transform="translate(12 ${yAt(0.5)}) rotate(-90)" text-anchor="middle">${escapeHtml(yLabel)}</text></g>`;
-  return s;
+/**
+ * A range `lo – hi` with just enough significant digits that the two bounds
+ * read differently (one value when they are equal), so a narrow band never
+ * prints "0.0000026 – 0.0000026".
+ */
+export function rangeText(lo: number, hi: number, separator = " – "): string {
+  const fmt = (x: number, p: number) => (x === 0 ? "0" : trimZeros(x.toPrecision(p)));
+  if (lo === hi) return fmt(lo, 3);
+  for (let p = 2; p <= 15; p++) {
+    const a = fmt(lo, p);
+    const b = fmt(hi, p);
+    if (a !== b) return `${a}${separator}${b}`;
+  }
+  return fmt(lo, 15);
 }
 
-/** Bars for labelled categories; one or two series (e.g. gold and predicted shares). */
-export function barChart(title: string, labels: string[], series: { name: string; values: number[] }[], yLabel = "share"): string {
-  const max = Math.max(1e-9, ...series.flatMap((s) => s.values));
-  const yMax = max <= 1 && yLabel === "share" ? Math.min(1, Math.ceil(max * 10) / 10) : max;
-  const group = plotW / Math.max(labels.length, 1);
-  const bar = (group * 0.8) / series.length;
-  let svg = axes(yMax, yLabel, "", yLabel === "share" ? (v) => pct(v) : (v) => num(v, 0));
-  labels.forEach((label, i) => {
-    series.forEach((s, j) => {
-      const v = s.values[i] ?? 0;
-      const h = (v / yMax) * plotH;
-      svg += `<rect class="s${j}" x="${PAD.left + i * group + group * 0.1 + j * bar}" y="${yAt(0) - h}" width="${bar}" height="${h}"><title>${escapeHtml(`${label} ${s.name}: ${yLabel === "share" ? pct(v) : v}`)}</title></rect>`;
-    });
-    const text = label.length > 10 ? `${label.slice(0, 9)}…` : label;
-    svg += `<text x="${PAD.left + (i + 0.5) * group}" y="${yAt(0) + 14}" text-anchor="middle">${escapeHtml(text)}</text>`;
-  });
-  if (series.length > 1) svg += legend(series.map((s) => s.name));
-  return figure(title, svg, {
-    head: ["label", ...series.map((s) => s.name)],
-    rows: labels.map((l, i) => [l, ...series.map((s) => (yLabel === "share" ? pct(s.values[i]) : String(s.values[i] ?? 0)))]),
-  });
+function trimZeros(s: string): string {
+  return s.includes(".") && !s.includes("e") ? s.replace(/0+$/, "").replace(/\.$/, "") : s;
 }
 
-function legend(names: string[]): string {
-  // Above the plot, so it never covers a bar.
-  return names
-    .map(
-      (n, j) => `<rect class="s${j}" x="${PAD.left + j * 90}" y="4" width="10" height="10"/><text x="${PAD.left + 14 + j * 90}" y="13">${escapeHtml(n)}</text>`,
-    )
+/**
+ * A file as the user named it: a path under the current directory is shown
+ * relative to it, any other as given. Reports never need the temporary
+ * absolute path a file happened to be resolved to.
+ */
+export function displayPath(path: string, cwd = process.cwd()): string {
+  if (!isAbsolute(path)) return path;
+  const r = relative(cwd, path);
+  return r !== "" && !r.startsWith("..") && !isAbsolute(r) ? r : path;
+}
+
+/** Round ticks from 0 (or `lo`) covering `max`: steps of 1, 2 or 5 times a power of ten, about `count` of them. */
+export function niceTicks(max: number, count = 4, lo = 0): { ticks: number[]; top: number; step: number } {
+  const span = Math.max(max - lo, 1e-12);
+  const raw = span / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = ([1, 2, 2.5, 5, 10].map((m) => m * power).find((s) => s >= raw - 1e-12) ?? 10 * power) as number;
+  const top = lo + Math.ceil(span / step - 1e-9) * step;
+  const ticks: number[] = [];
+  for (let v = lo; v <= top + step / 1e6; v += step) ticks.push(Number(v.toPrecision(12)));
+  return { ticks, top, step };
+}
+
+/** A tick value with as many decimals as its step needs (0.25 → 2, 50 → 0). */
+function tickText(v: number, step: number, percent = false): string {
+  const x = percent ? v * 100 : v;
+  const s = percent ? step * 100 : step;
+  const decimals = Math.max(0, -Math.floor(Math.log10(s) + 1e-9) + (Number((s / 10 ** Math.floor(Math.log10(s) + 1e-9)).toFixed(6)) % 1 !== 0 ? 1 : 0));
+  const text = x.toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+  return percent ? `${text}%` : text;
+}
+
+/** Width of a text at a font size, in SVG units (system-ui averages a little over half an em per character). */
+const textWidth = (s: string, size: number) => s.length * size * 0.58;
+
+/** Splits a label into lines of at most `max` characters at spaces (a longer word stays whole on its own line). */
+export function wrapLabel(label: string, max: number): string[] {
+  const words = label.split(/\s+/).filter((w) => w !== "");
+  const lines: string[] = [];
+  for (const w of words) {
+    const last = lines[lines.length - 1];
+    if (last !== undefined && last.length + 1 + w.length <= max) lines[lines.length - 1] = `${last} ${w}`;
+    else lines.push(w);
+  }
+  return lines.length ? lines : [label];
+}
+
+/**
+ * Lines of a label as tspans; each but the last ends in a space, so the
+ * element's text is the full label. `dx`/`dy` step from one line to the next.
+ */
+function lines(parts: string[], x: number, step: { dx: number; dy: number }): string {
+  return parts
+    .map((p, i) => {
+      const at = i === 0 ? `x="${x}"` : step.dx ? `dx="${step.dx}"` : `x="${x}" dy="${step.dy}"`;
+      return `<tspan ${at}${i > 0 && step.dx ? ` dy="${-step.dy}"` : ""}>${escapeHtml(p)}${i < parts.length - 1 ? " " : ""}</tspan>`;
+    })
     .join("");
 }
 
-/** A histogram over [lo, hi] from bin counts. */
+let chartId = 0;
+
+interface Table {
+  head: string[];
+  rows: (string | number)[][];
+}
+
+const cells = (r: (string | number)[], tag: string) => r.map((c) => `<${tag}>${escapeHtml(String(c))}</${tag}>`).join("");
+
+/** A chart card: title, SVG scaled to the card, the table of its numbers, and optional visible HTML under the chart. */
+function figure(title: string, svg: string, size: { w: number; h: number }, table: Table, below = ""): string {
+  const id = `c${++chartId}`;
+  return `<figure class="card chart" data-chart="${escapeHtml(title)}">
+<figcaption id="${id}">${escapeHtml(title)}</figcaption>
+<svg role="img" aria-labelledby="${id}" viewBox="0 0 ${size.w} ${size.h}" preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">${svg}</svg>
+${below}<details><summary>numbers</summary><table><thead><tr>${cells(table.head, "th")}</tr></thead><tbody>${table.rows.map((r) => `<tr>${cells(r, "td")}</tr>`).join("")}</tbody></table></details>
+</figure>`;
+}
+
+/** Chart geometry in SVG units: every chart is 300 wide, so text renders at about its nominal size in a 300 px card. */
+const W = 300;
+const FONT = 11;
+
+interface Frame {
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+}
+const xIn = (f: Frame, v: number) => f.left + v * f.width;
+const yIn = (f: Frame, v: number) => f.top + (1 - v) * f.height;
+
+/** Axis lines, y ticks (fractions of the axis, with their texts) and rotated axis titles. */
+function axes(f: Frame, yTicks: { at: number; text: string }[], yLabel: string): string {
+  let s = `<g class="axis"><line x1="${f.left}" y1="${f.top + f.height}" x2="${f.left + f.width}" y2="${f.top + f.height}"/><line x1="${f.left}" y1="${f.top}" x2="${f.left}" y2="${f.top + f.height}"/>`;
+  for (const t of yTicks) {
+    const y = yIn(f, t.at);
+    s += `<line class="grid" x1="${f.left}" y1="${y}" x2="${f.left + f.width}" y2="${y}"/><text x="${f.left - 4}" y="${y + 4}" text-anchor="end">${escapeHtml(t.text)}</text>`;
+  }
+  s += `<text transform="translate(11 ${f.top + f.height / 2}) rotate(-90)" text-anchor="middle">${escapeHtml(yLabel)}</text></g>`;
+  return s;
+}
+
+function xTicks(f: Frame, ticks: { at: number; text: string }[], y: number): string {
+  return ticks
+    .map((t, i) => {
+      const anchor = i === 0 && t.at === 0 ? "start" : i === ticks.length - 1 && t.at === 1 ? "end" : "middle";
+      return `<text x="${xIn(f, t.at)}" y="${y}" text-anchor="${anchor}">${escapeHtml(t.text)}</text>`;
+    })
+    .join("");
+}
+
+/** Ticks over [lo, hi] as fractions of the axis. */
+function scaleTicks(lo: number, hi: number, count: number, percent = false): { at: number; text: string }[] {
+  const { ticks, step } = niceTicks(hi, count, lo);
+  return ticks.filter((v) => v <= hi + 1e-9).map((v) => ({ at: (v - lo) / (hi - lo || 1), text: tickText(v, step, percent) }));
+}
+
+/**
+ * Horizontal bars for labelled categories: one row per label, its full name
+ * at the left (wrapped), one bar per series. Reads at any label length.
+ */
+export function barChart(
+  title: string,
+  labels: string[],
+  series: { name: string; values: number[] }[],
+  options: { format?: "share" | "number"; xLabel?: string; fixedMax?: number } = {},
+): string {
+  const format = options.format ?? "share";
+  const maxChars = 18;
+  const wrapped = labels.map((l) => wrapLabel(l, maxChars));
+  const labelW = Math.min(Math.max(...wrapped.flat().map((l) => textWidth(l, FONT)), 20), 120);
+  const legendH = series.length > 1 ? 18 : 4;
+  const f: Frame = { left: labelW + 10, top: legendH + 6, width: W - labelW - 10 - 34, height: 0 };
+  const barH = series.length > 1 ? 13 : 15;
+  const rowH = labels.map((_, i) => Math.max(wrapped[i]!.length * 12 + 4, series.length * barH + 8));
+  f.height = rowH.reduce((a, b) => a + b, 0);
+  const dataMax = Math.max(1e-9, ...series.flatMap((s) => s.values.filter(Number.isFinite)));
+  // About one tick per 50 units, so tick texts never run together on a narrow axis; the axis ends on its last tick.
+  const count = Math.max(2, Math.min(4, Math.floor(f.width / 50)));
+  const hi = options.fixedMax ?? niceTicks(dataMax, count).top;
+  const ticks = scaleTicks(0, hi, count, format === "share");
+  const h = f.top + f.height + 34;
+  let svg = `<g class="axis"><line x1="${f.left}" y1="${f.top}" x2="${f.left}" y2="${f.top + f.height}"/><line x1="${f.left}" y1="${f.top + f.height}" x2="${f.left + f.width}" y2="${f.top + f.height}"/>`;
+  for (const t of ticks) svg += `<line class="grid" x1="${xIn(f, t.at)}" y1="${f.top}" x2="${xIn(f, t.at)}" y2="${f.top + f.height}"/>`;
+  svg += `${xTicks(f, ticks, f.top + f.height + 13)}<text x="${xIn(f, 0.5)}" y="${h - 5}" text-anchor="middle">${escapeHtml(options.xLabel ?? (format === "share" ? "share of rows" : "value"))}</text></g>`;
+  const show = (v: number) => (format === "share" ? pct(v) : num(v));
+  let y = f.top;
+  labels.forEach((label, i) => {
+    const rh = rowH[i] as number;
+    const block = series.length * barH;
+    series.forEach((s, j) => {
+      const v = s.values[i] ?? 0;
+      const w = Number.isFinite(v) ? (Math.max(0, v) / hi) * f.width : 0;
+      const by = y + (rh - block) / 2 + j * barH;
+      svg += `<rect class="s${j}" x="${f.left}" y="${by + 1}" width="${w}" height="${barH - 2}"><title>${escapeHtml(`${label}, ${s.name}: ${show(v)}`)}</title></rect>`;
+      // The value just right of its bar: the numbers read without hovering.
+      svg += `<text class="small" x="${f.left + w + 3}" y="${by + barH - 2.5}">${escapeHtml(show(v))}</text>`;
+    });
+    const parts = wrapped[i] as string[];
+    const ty = y + rh / 2 - ((parts.length - 1) * 12) / 2 + 4;
+    svg += `<text class="label" x="${f.left - 5}" y="${ty}" text-anchor="end">${lines(parts, f.left - 5, { dx: 0, dy: 12 })}</text>`;
+    y += rh;
+  });
+  if (series.length > 1)
+    svg += legend(
+      series.map((s) => s.name),
+      f.left,
+    );
+  return figure(
+    title,
+    svg,
+    { w: W, h },
+    {
+      head: ["label", ...series.map((s) => s.name)],
+      rows: labels.map((l, i) => [l, ...series.map((s) => show(s.values[i] as number))]),
+    },
+  );
+}
+
+function legend(names: string[], x: number): string {
+  // Above the plot, so it never covers a bar.
+  let at = x;
+  return names
+    .map((n, j) => {
+      const s = `<rect class="s${j}" x="${at}" y="4" width="10" height="10"/><text x="${at + 14}" y="13">${escapeHtml(n)}</text>`;
+      at += 14 + textWidth(n, FONT) + 14;
+      return s;
+    })
+    .join("");
+}
+
+/** A histogram over [lo, hi] from bin counts, with round ticks on both axes. */
 export function histogram(title: string, counts: number[], lo: number, hi: number, xLabel: string): string {
-  const max = Math.max(1, ...counts);
-  const w = plotW / counts.length;
-  let svg = axes(max, "rows", xLabel, (v) => num(v, 0));
+  const f: Frame = { left: 46, top: 10, width: W - 46 - 12, height: 150 };
+  const { top } = niceTicks(Math.max(1, ...counts), 4);
+  const w = f.width / counts.length;
+  let svg = axes(f, scaleTicks(0, top, 4), "rows");
   counts.forEach((c, i) => {
-    const h = (c / max) * plotH;
+    const h = (c / top) * f.height;
     const a = lo + ((hi - lo) * i) / counts.length;
     const b = lo + ((hi - lo) * (i + 1)) / counts.length;
-    svg += `<rect class="s0" x="${PAD.left + i * w + 0.5}" y="${yAt(0) - h}" width="${Math.max(w - 1, 0.5)}" height="${h}"><title>${num(a, 2)}-${num(b, 2)}: ${c}</title></rect>`;
+    svg += `<rect class="s0" x="${f.left + i * w + 0.5}" y="${f.top + f.height - h}" width="${Math.max(w - 1, 0.5)}" height="${h}"><title>${rangeText(a, b, "-")}: ${c}</title></rect>`;
   });
-  for (const f of [0, 0.5, 1]) svg += `<text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="middle">${num(lo + (hi - lo) * f, 2)}</text>`;
-  return figure(title, svg, {
-    head: ["from", "to", "rows"],
-    rows: counts.map((c, i) => [num(lo + ((hi - lo) * i) / counts.length, 3), num(lo + ((hi - lo) * (i + 1)) / counts.length, 3), c]),
-  });
+  svg += xTicks(f, scaleTicks(lo, hi, hi - lo > 1 && hi - lo <= 6 ? hi - lo : 4), f.top + f.height + 14);
+  svg += `<text x="${xIn(f, 0.5)}" y="${f.top + f.height + 32}" text-anchor="middle">${escapeHtml(xLabel)}</text>`;
+  return figure(
+    title,
+    svg,
+    { w: W, h: f.top + f.height + 38 },
+    {
+      head: ["from", "to", "rows"],
+      rows: counts.map((c, i) => [num(lo + ((hi - lo) * i) / counts.length, 3), num(lo + ((hi - lo) * (i + 1)) / counts.length, 3), c]),
+    },
+  );
 }
 
-/** Reliability diagram: accuracy per confidence bin against the diagonal, with bin counts. */
+/**
+ * Reliability diagram: accuracy per confidence bin against the diagonal; a
+ * strip under it shows how many rows each bin holds, on its own round scale.
+ */
 export function reliabilityDiagram(title: string, bins: { lo: number; hi: number; count: number; confidence: number; accuracy: number }[]): string {
-  let svg = axes(1, "accuracy", "confidence (top-label probability)");
-  svg += `<line class="diag" x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(1)}" y2="${yAt(1)}"/>`;
-  const maxCount = Math.max(1, ...bins.map((b) => b.count));
+  const f: Frame = { left: 46, top: 10, width: W - 46 - 12, height: 140 };
+  const strip: Frame = { left: f.left, top: f.top + f.height + 16, width: f.width, height: 36 };
+  let svg = axes(f, scaleTicks(0, 1, 4), "accuracy");
+  svg += `<line class="diag" x1="${xIn(f, 0)}" y1="${yIn(f, 0)}" x2="${xIn(f, 1)}" y2="${yIn(f, 1)}"/>`;
+  const { top: countTop } = niceTicks(Math.max(1, ...bins.map((b) => b.count)), 1);
   for (const b of bins) {
     if (b.count === 0) continue;
-    const x = xAt(b.lo);
-    const w = xAt(b.hi) - x;
-    svg += `<rect class="s0" x="${x + 0.5}" y="${yAt(b.accuracy)}" width="${w - 1}" height="${yAt(0) - yAt(b.accuracy)}"><title>${num(b.lo, 2)}-${num(b.hi, 2)}: accuracy ${num(b.accuracy)}, confidence ${num(b.confidence)}, ${b.count} rows</title></rect>`;
-    svg += `<rect class="count" x="${x + 0.5}" y="${yAt(0) - 6 * (b.count / maxCount)}" width="${w - 1}" height="${6 * (b.count / maxCount)}"/>`;
-    svg += `<text class="small" x="${x + w / 2}" y="${yAt(b.accuracy) - 3}" text-anchor="middle">${b.count}</text>`;
+    const x = xIn(f, b.lo);
+    const w = xIn(f, b.hi) - x;
+    svg += `<rect class="s0" x="${x + 0.5}" y="${yIn(f, b.accuracy)}" width="${w - 1}" height="${yIn(f, 0) - yIn(f, b.accuracy)}"><title>${rangeText(b.lo, b.hi, "-")}: accuracy ${num(b.accuracy)}, confidence ${num(b.confidence)}, ${plural(b.count, "row")}</title></rect>`;
+    const ch = (b.count / countTop) * strip.height;
+    svg += `<rect class="count" x="${x + 0.5}" y="${strip.top + strip.height - ch}" width="${w - 1}" height="${ch}"><title>${plural(b.count, "row")}</title></rect>`;
   }
-  for (const f of [0, 0.5, 1]) svg += `<text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="middle">${num(f, 1)}</text>`;
-  return figure(title, svg, {
-    head: ["bin", "rows", "mean confidence", "accuracy", "gap"],
-    rows: bins
-      .filter((b) => b.count > 0)
-      .map((b) => [`${num(b.lo, 3)}-${num(b.hi, 3)}`, b.count, num(b.confidence), num(b.accuracy), num(b.accuracy - b.confidence)]),
-  });
+  svg += `<g class="axis"><line x1="${strip.left}" y1="${strip.top + strip.height}" x2="${strip.left + strip.width}" y2="${strip.top + strip.height}"/><line x1="${strip.left}" y1="${strip.top}" x2="${strip.left}" y2="${strip.top + strip.height}"/>`;
+  svg += `<text x="${strip.left - 4}" y="${strip.top + 8}" text-anchor="end">${countTop.toLocaleString("en-US")}</text><text x="${strip.left - 4}" y="${strip.top + strip.height}" text-anchor="end">0</text>`;
+  svg += `<text class="small" transform="translate(11 ${strip.top + strip.height / 2}) rotate(-90)" text-anchor="middle">rows</text></g>`;
+  svg += xTicks(f, scaleTicks(0, 1, 4), strip.top + strip.height + 14);
+  svg += `<text x="${xIn(f, 0.5)}" y="${strip.top + strip.height + 32}" text-anchor="middle">confidence (top-label probability)</text>`;
+  return figure(
+    title,
+    svg,
+    { w: W, h: strip.top + strip.height + 38 },
+    {
+      head: ["bin", "rows", "mean confidence", "accuracy", "gap"],
+      rows: bins
+        .filter((b) => b.count > 0)
+        .map((b) => [`${num(b.lo, 3)}-${num(b.hi, 3)}`, b.count, num(b.confidence), num(b.accuracy), num(b.accuracy - b.confidence)]),
+    },
+  );
 }
 
-/** A line over coverage 0..1 (the risk-coverage curve as accuracy against coverage). */
-export function coverageCurve(title: string, points: { coverage: number; accuracy: number; threshold: number }[]): string {
+/** Accuracy against coverage (rows taken most confident first), with the table of chosen points visible under it. */
+export function coverageCurve(title: string, points: { coverage: number; accuracy: number; threshold: number }[], below?: Table): string {
   const minAcc = Math.min(1, ...points.map((p) => p.accuracy));
   const lo = Math.max(0, Math.floor(minAcc * 10) / 10 - 0.1);
-  const y = (a: number) => yAt((a - lo) / (1 - lo));
-  let svg = `<g class="axis"><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(1)}" y2="${yAt(0)}"/><line x1="${xAt(0)}" y1="${yAt(0)}" x2="${xAt(0)}" y2="${yAt(1)}"/>`;
-  for (const f of [0, 0.5, 1])
-    svg += `<text x="${xAt(0) - 4}" y="${yAt(f) + 4}" text-anchor="end">${num(lo + f * (1 - lo), 2)}</text><text x="${xAt(f)}" y="${yAt(0) + 14}" text-anchor="${f === 1 ? "end" : "middle"}">${Math.round(f * 100)}%</text>`;
-  svg += `<text x="${xAt(0.5)}" y="${H - 6}" text-anchor="middle">coverage (most confident rows first)</text><text transform="translate(12 ${yAt(0.5)}) rotate(-90)" text-anchor="middle">accuracy</text></g>`;
-  svg += `<polyline class="line" points="${points.map((p) => `${xAt(p.coverage).toFixed(1)},${y(p.accuracy).toFixed(1)}`).join(" ")}"/>`;
+  const f: Frame = { left: 46, top: 10, width: W - 46 - 14, height: 150 };
+  const y = (a: number) => yIn(f, (a - lo) / (1 - lo));
+  let svg = axes(f, scaleTicks(lo, 1, 4), "accuracy");
+  svg += xTicks(
+    f,
+    [0, 0.25, 0.5, 0.75, 1].map((v) => ({ at: v, text: `${v * 100}%` })),
+    f.top + f.height + 14,
+  );
+  svg += `<text x="${xIn(f, 0.5)}" y="${f.top + f.height + 32}" text-anchor="middle">coverage (most confident rows first)</text>`;
+  svg += `<polyline class="line" points="${points.map((p) => `${xIn(f, p.coverage).toFixed(1)},${y(p.accuracy).toFixed(1)}`).join(" ")}"/>`;
   const table = points.filter((p) => Math.round(p.coverage * 100) % 10 === 0 || p.coverage === 0.05);
-  return figure(title, svg, {
-    head: ["coverage", "accuracy", "confidence threshold"],
-    rows: table.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]),
-  });
+  const visible = below
+    ? `<table class="under">${`<thead><tr>${cells(below.head, "th")}</tr></thead>`}<tbody>${below.rows.map((r) => `<tr>${cells(r, "td")}</tr>`).join("")}</tbody></table>`
+    : "";
+  return figure(
+    title,
+    svg,
+    { w: W, h: f.top + f.height + 38 },
+    { head: ["coverage", "accuracy", "confidence threshold"], rows: table.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]) },
+    visible,
+  );
 }
 
-/** Confusion matrix as a heat map: rows gold, columns predicted, counts in the cells. */
+/**
+ * Confusion matrix as a heat map: rows gold, columns predicted, counts in the
+ * cells. Row names stand at the left, wrapped; column names stand vertical
+ * under their column, wrapped into more lines when long: every name whole.
+ */
 export function heatMap(title: string, labels: string[], matrix: number[][]): string {
   const k = labels.length;
-  const size = Math.min(plotW, plotH) / Math.max(k, 1);
   const max = Math.max(1, ...matrix.flat());
+  const digits = String(Math.round(max)).length;
+  const rowLines = labels.map((l) => wrapLabel(l, 16));
+  const colLines = labels.map((l) => wrapLabel(l, 14));
+  const maxColLines = Math.max(...colLines.map((l) => l.length));
+  const rowW = Math.max(...rowLines.flat().map((l) => textWidth(l, 10)));
+  const colH = Math.max(...colLines.flat().map((l) => textWidth(l, 10)));
+  const left = 22 + rowW + 6;
+  // Cells fill the chart's width when few (up to 64 units), and grow past it when names or counts need room.
+  const size = Math.max(
+    Math.min(64, Math.floor((W - left - 6) / k)),
+    30,
+    digits * 7 + 8,
+    maxColLines * 11 + 6,
+    Math.max(...rowLines.map((l) => l.length)) * 12 + 4,
+  );
+  const top = 6;
+  const gridBottom = top + k * size;
+  const w = Math.max(W, left + k * size + 6);
+  const h = gridBottom + 6 + colH + 22;
   let svg = "";
-  const left = PAD.left + 30;
   matrix.forEach((row, r) =>
     row.forEach((v, c) => {
       const t = v / max;
-      svg += `<rect x="${left + c * size}" y="${PAD.top + r * size}" width="${size - 1}" height="${size - 1}" fill="rgba(37, 99, 235, ${(0.08 + 0.92 * t).toFixed(3)})"><title>gold ${escapeHtml(labels[r] as string)}, predicted ${escapeHtml(labels[c] as string)}: ${v}</title></rect>`;
-      if (k <= 12)
-        svg += `<text class="${t > 0.55 ? "light" : ""}" x="${left + c * size + size / 2}" y="${PAD.top + r * size + size / 2 + 4}" text-anchor="middle">${v}</text>`;
+      svg += `<rect x="${left + c * size}" y="${top + r * size}" width="${size - 1}" height="${size - 1}" fill="rgba(37, 99, 235, ${(0.08 + 0.92 * t).toFixed(3)})"><title>gold ${escapeHtml(labels[r] as string)}, predicted ${escapeHtml(labels[c] as string)}: ${v}</title></rect>`;
+      svg += `<text class="${t > 0.55 ? "light" : ""}" x="${left + c * size + size / 2}" y="${top + r * size + size / 2 + 4}" text-anchor="middle">${v}</text>`;
     }),
   );
-  labels.forEach((l, i) => {
-    const text = escapeHtml(l.length > 6 ? `${l.slice(0, 5)}…` : l);
-    if (k <= 16) {
-      svg += `<text class="small" x="${left - 4}" y="${PAD.top + i * size + size / 2 + 3}" text-anchor="end">${text}</text>`;
-      svg += `<text class="small" x="${left + i * size + size / 2}" y="${PAD.top + k * size + 12}" text-anchor="middle">${text}</text>`;
-    }
+  labels.forEach((_, i) => {
+    const rl = rowLines[i] as string[];
+    const ry = top + i * size + size / 2 - ((rl.length - 1) * 12) / 2 + 3.5;
+    svg += `<text class="label small" x="${left - 5}" y="${ry}" text-anchor="end">${lines(rl, left - 5, { dx: 0, dy: 12 })}</text>`;
+    // Vertical, reading upwards from just under the grid; extra lines step right.
+    const cl = colLines[i] as string[];
+    const cx = left + i * size + size / 2 - ((cl.length - 1) * 11) / 2 + 3.5;
+    svg += `<text class="label small" transform="translate(${cx} ${gridBottom + 5}) rotate(-90)" text-anchor="end">${cl
+      .map((p, j) => `<tspan x="0" y="${j * 11}">${escapeHtml(p)}${j < cl.length - 1 ? " " : ""}</tspan>`)
+      .join("")}</text>`;
   });
-  svg += `<text x="${left + (k * size) / 2}" y="${PAD.top + k * size + 28}" text-anchor="middle">predicted</text><text transform="translate(12 ${PAD.top + (k * size) / 2}) rotate(-90)" text-anchor="middle">gold</text>`;
-  return figure(title, svg, { head: ["gold \\ predicted", ...labels], rows: matrix.map((row, r) => [labels[r] as string, ...row]) });
+  svg += `<text x="${left + (k * size) / 2}" y="${h - 6}" text-anchor="middle">predicted</text><text transform="translate(11 ${top + (k * size) / 2}) rotate(-90)" text-anchor="middle">gold</text>`;
+  return figure(title, svg, { w, h }, { head: ["gold \\ predicted", ...labels], rows: matrix.map((row, r) => [labels[r] as string, ...row]) });
 }
 
 const CSS = `
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1240px;padding:16px 24px;color:#1f2937;background:#fff}
-h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #e5e7eb;padding:3px 8px;text-align:right}th{background:#f9fafb}td:first-child,th:first-child{text-align:left}
-.charts{display:flex;flex-wrap:wrap;gap:12px}.chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:8px}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:16px 24px;color:#1f2937;background:#fff}
+h1{font-size:22px;margin:4px 0 8px;overflow-wrap:anywhere}h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
+h3{font-size:14px;margin:10px 0 4px}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #e5e7eb;padding:2px 7px;text-align:right}th{background:#f9fafb}td:first-child,th:first-child{text-align:left}
+.prov{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:0 0 8px;padding:10px 14px;background:#f9fafb;border:1px solid #e5e7eb;border-radius:6px}
+.prov dt{font-weight:600;color:#4b5563}.prov dd{margin:0;overflow-wrap:anywhere}
+.band{display:grid;gap:12px;grid-template-columns:repeat(var(--n),minmax(0,1fr));align-items:stretch}
+.n3{--n:3}.n4{--n:4}.n5{--n:5}.n6{--n:6}
+.card{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:8px 10px;min-width:0;overflow-wrap:break-word}
+.card table{width:100%}.wide{grid-column:1/-1}
+.chart svg{display:block;width:100%;height:auto}
 figcaption{font-weight:600;margin-bottom:4px}details{font-size:12px}
-svg text{font-size:11px;fill:#374151}svg text.small{font-size:9px}svg text.light{fill:#fff}
-.axis line{stroke:#9ca3af}.diag{stroke:#9ca3af;stroke-dasharray:4 3}.line{fill:none;stroke:#2563eb;stroke-width:2}
+.tiles{display:flex;flex-wrap:wrap;gap:6px;margin-bottom:6px}.tile{flex:1 1 80px;border:1px solid #e5e7eb;border-radius:6px;padding:4px 8px;background:#f9fafb}
+.tile .k{font-size:12px;color:#4b5563}.tile .v{font-size:20px;font-weight:650}.tile .ci{font-size:12px;color:#4b5563;white-space:nowrap}
+svg text{font-size:11px;fill:#374151}svg text.small{font-size:10px}svg text.light{fill:#fff}
+.axis line{stroke:#9ca3af}.axis line.grid{stroke:#eef0f3}.diag{stroke:#9ca3af;stroke-dasharray:4 3}.line{fill:none;stroke:#2563eb;stroke-width:2}
 .s0{fill:#2563eb}.s1{fill:#f59e0b}.count{fill:#9ca3af}
-.q{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}.q .charts{flex:1;min-width:400px}.tables{min-width:300px}h3{font-size:14px;margin:10px 0 4px}
-.bad{color:#b91c1c;font-weight:600}.muted{color:#6b7280}
+table.under{font-size:12px}
+.bad{color:#b91c1c;font-weight:600}.ok{color:#166534;font-weight:600}.muted{color:#6b7280}
+@media (max-width:1699px){.band.n5,.band.n6{--n:3}.band.n5>.numbers{grid-row:span 2}}
+@media (max-width:1099px){.band{--n:2}.band.n5>.numbers{grid-row:auto;grid-column:1/-1}.band.n3>.numbers{grid-column:1/-1}}
+@media (max-width:639px){.band{--n:1}}
 `;
+
+/** A band: one question's cards in a grid that fills the width (see the file comment); `wide` parts take a whole row under it. */
+export function band(cards: string[], wide: string[] = []): string {
+  const n = cards.length;
+  return `<div class="band n${n}">${cards.join("")}${wide.map((w) => `<div class="card wide">${w}</div>`).join("")}</div>`;
+}
+
+/** Headline tiles: a figure, its interval when there is one. */
+export function tiles(items: { label: string; value: string; interval?: string | undefined }[]): string {
+  return `<div class="tiles">${items
+    .map(
+      (t) =>
+        `<div class="tile"><div class="k">${escapeHtml(t.label)}</div><div class="v">${escapeHtml(t.value)}</div>${t.interval ? `<div class="ci">${escapeHtml(t.interval)}</div>` : ""}</div>`,
+    )
+    .join("")}</div>`;
+}
+
+/** The header: what the page is about, as label/value pairs (values are HTML). */
+export function provenanceList(items: [string, string][]): string {
+  return `<dl class="prov">${items.map(([k, v]) => `<dt>${escapeHtml(k)}</dt><dd>${v}</dd>`).join("")}</dl>`;
+}
 
 /** A whole page. */
 export function page(title: string, body: string): string {

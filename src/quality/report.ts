@@ -6,13 +6,33 @@
  * answers: memory holds counts, plus one small entry per id of the earlier
  * run when comparing.
  */
-import { createReadStream, existsSync, readFileSync } from "node:fs";
+import { createReadStream, existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { argmax } from "../evaluator/readout.js";
-import { isSummary, type UsageSummary } from "../runner/output/usage.js";
-import { readAnswers, type QuestionInfo } from "./answers.js";
-import { LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
-import { barChart, coverageCurve, escapeHtml, heatMap, histogram, num, page, pct, reliabilityDiagram, suspectsSection, table } from "./html.js";
+import type { UsageSummary } from "../runner/output/usage.js";
+import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
+import { HEADLINE, LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
+import { breaches, describeBreach, parseConditions, type Breach, type Condition } from "./gate.js";
+import {
+  band,
+  barChart,
+  coverageCurve,
+  displayPath,
+  escapeHtml,
+  heatMap,
+  histogram,
+  num,
+  page,
+  pct,
+  plural,
+  provenanceList,
+  rangeText,
+  suspectsSection,
+  reliabilityDiagram,
+  table,
+  tiles,
+} from "./html.js";
+import { fillLevels, provenanceOf, provenanceRows, readUsage, type Provenance } from "./provenance.js";
 
 const BINS = 20;
 
@@ -32,11 +52,14 @@ export interface QuestionStats {
   confidence_histogram: number[];
   /** Label mass in 20 bins over [0, 1], when the answers carry it. */
   label_mass_histogram?: number[];
+  /** Mean label mass over the rows that carry it, and how many do. */
+  mean_label_mass?: number;
+  label_mass_rows?: number;
 }
 
 export interface Shift {
   question: string;
-  /** Population stability index of the label shares (0.1: worth a look; 0.25: a real shift, by the usual rule of thumb). */
+  /** Population stability index over the bins of psi_basis (0.1: worth a look; 0.25: a real shift, by the usual rule of thumb). */
   psi: number;
   /** Jensen-Shannon distance of the label shares, base 2: 0 same, 1 disjoint. */
   js_distance: number;
@@ -48,6 +71,12 @@ export interface Shift {
   shares: number[];
   /** The flipped records, most confident (now) first; at most 50. */
   flips: { id: string; from: string; to: string; confidence: number }[];
+  /** What PSI was computed over (see PSI_BINS): the bins' shares earlier and now. */
+  psi_basis: string;
+  psi_earlier: number[];
+  psi_now: number[];
+  /** Mean label mass of the earlier run, when its rows carry it. */
+  earlier_label_mass?: number;
 }
 
 export interface RunReport {
@@ -58,6 +87,99 @@ export interface RunReport {
   errors?: { total: number; by_type: Record<string, number>; examples: { line: number; id: string; type: string; message: string }[] };
   usage?: UsageSummary;
   compare?: { answers: string; rows: number; shifts: Shift[] };
+  /** Model, calibration and files: what the report is about. */
+  provenance?: Provenance;
+  /** The drift gate's conditions and breaches, when `--fail-if` was given. */
+  gate?: { conditions: string[]; breaches: { question: string; metric: string; condition: string; actual: number | null; line: string }[] };
+}
+
+/**
+ * Population stability index bins: a choice's options (its top-label
+ * shares); a noul's p(yes) and a score's expected level in PSI_BINS
+ * equal-width bins over their range, so a night whose answers grow more or
+ * less sure moves PSI even when the top labels stay. An empty bin counts as
+ * PSI_EPSILON of the rows (the usual floor), so PSI stays finite.
+ */
+export const PSI_BINS = 10;
+export const PSI_EPSILON = 1e-4;
+
+function psiBinCount(q: QuestionInfo): number {
+  return q.type === "choice" ? q.labels.length : PSI_BINS;
+}
+
+function psiBasis(q: QuestionInfo): string {
+  if (q.type === "choice") return "top-label shares";
+  return q.type === "noul" ? `p(yes) in ${PSI_BINS} equal bins` : `expected level in ${PSI_BINS} equal bins over 0..${q.labels.length - 1}`;
+}
+
+function psiBin(q: QuestionInfo, p: readonly number[], label: number): number {
+  const bin = (x: number, hi: number) => Math.min(PSI_BINS - 1, Math.max(0, Math.floor((x / (hi || 1)) * PSI_BINS)));
+  if (q.type === "noul") return bin(p[1] as number, 1);
+  if (q.type === "score")
+    return bin(
+      p.reduce((e, v, i) => e + i * v, 0),
+      q.labels.length - 1,
+    );
+  return label;
+}
+
+/** Metrics the drift gate knows, per question. */
+export const GATE_METRICS = ["psi", "js_distance", "agreement", "label_mass"] as const;
+const NEEDS_COMPARE = new Set(["psi", "js_distance", "agreement"]);
+
+/** Parses a drift gate and checks its metrics before any answers are read: an unknown metric, or one that needs --compare without it, is one line, exit 2. */
+export function reportConditions(text: string, comparing: boolean): Condition[] {
+  const conditions = parseConditions(text);
+  for (const c of conditions) {
+    if (!(GATE_METRICS as readonly string[]).includes(c.metric))
+      throw new QualityInputError(`--fail-if: no metric "${c.metric}" (in "${c.text}"); report gates on ${GATE_METRICS.join(", ")}`);
+    if (!comparing && NEEDS_COMPARE.has(c.metric))
+      throw new QualityInputError(`--fail-if: ${c.metric} (in "${c.text}") compares two nights; add --compare <earlier answers>`);
+  }
+  return conditions;
+}
+
+/** The gate's breaches on a report: every metric per question (those of a comparison need --compare). */
+export function reportBreaches(r: RunReport, conditions: readonly Condition[]): Breach[] {
+  const needing = conditions.find((c) => NEEDS_COMPARE.has(c.metric));
+  if (needing && !r.compare)
+    throw new QualityInputError(`--fail-if: ${needing.metric} (in "${needing.text}") compares two nights; add --compare <earlier answers>`);
+  return breaches(
+    {
+      questions: r.questions.map((q) => {
+        const s = r.compare?.shifts.find((x) => x.question === q.name);
+        return {
+          name: q.name,
+          metrics: {
+            psi: s?.psi,
+            js_distance: s?.js_distance,
+            agreement: s?.agreement,
+            label_mass: q.mean_label_mass ?? NaN,
+          },
+        };
+      }),
+      known: () => [...GATE_METRICS],
+    },
+    conditions,
+  );
+}
+
+/** Records the gate on the report (shown in its HTML and JSON); returns the breach lines. */
+export function applyGate(r: RunReport, conditions: readonly Condition[]): string[] {
+  const found = reportBreaches(r, conditions);
+  const why = (b: Breach) =>
+    b.condition.metric === "label_mass" ? "the answers carry no label mass" : b.condition.metric === "agreement" ? "no ids in both runs" : undefined;
+  r.gate = {
+    conditions: conditions.map((c) => c.text),
+    breaches: found.map((b) => ({
+      question: b.question,
+      metric: b.condition.metric,
+      condition: b.condition.text,
+      actual: Number.isNaN(b.actual) ? null : b.actual,
+      line: describeBreach(b, why(b)),
+    })),
+  };
+  return r.gate.breaches.map((b) => b.line);
 }
 
 function binIndex(x: number, lo: number, hi: number): number {
@@ -70,6 +192,10 @@ interface Earlier {
   /** rows x questions predicted labels. */
   labels: Int32Array;
   counts: number[][];
+  /** Per question, rows in each PSI bin. */
+  psi: number[][];
+  /** Per question, label mass sum and rows carrying it. */
+  mass: { sum: number; rows: number }[];
   rows: number;
 }
 
@@ -78,9 +204,15 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
   let labels = new Int32Array(1024);
   let found: QuestionInfo[] | undefined = questions;
   let counts: number[][] = [];
+  let psi: number[][] = [];
+  let mass: Earlier["mass"] = [];
   for await (const row of await readAnswers(path, { questions, onQuestions: (q) => (found = q) })) {
     const qs = found as QuestionInfo[];
-    if (counts.length === 0) counts = qs.map((q) => new Array<number>(q.labels.length).fill(0));
+    if (counts.length === 0) {
+      counts = qs.map((q) => new Array<number>(q.labels.length).fill(0));
+      psi = qs.map((q) => new Array<number>(psiBinCount(q)).fill(0));
+      mass = qs.map(() => ({ sum: 0, rows: 0 }));
+    }
     const r = ids.size;
     if ((r + 1) * qs.length > labels.length) {
       const next = new Int32Array(labels.length * 2);
@@ -88,21 +220,28 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
       labels = next;
     }
     qs.forEach((q, j) => {
-      const label = argmax(row.dist.get(q.name) as number[]);
+      const p = row.dist.get(q.name) as number[];
+      const label = argmax(p);
       labels[r * qs.length + j] = label;
       counts[j]![label]! += 1;
+      psi[j]![psiBin(q, p, label)]! += 1;
+      const m = row.mass?.[q.name];
+      if (typeof m === "number") {
+        mass[j]!.sum += m;
+        mass[j]!.rows++;
+      }
     });
     ids.set(row.id, r);
   }
-  return { questions: found ?? [], ids, labels, counts, rows: ids.size };
+  return { questions: found ?? [], ids, labels, counts, psi, mass, rows: ids.size };
 }
 
-/** Population stability index between two share vectors, with a floor so an empty label does not blow up. */
+/** Population stability index between two share vectors; an empty bin counts as PSI_EPSILON, so PSI stays finite. */
 export function psi(a: readonly number[], b: readonly number[]): number {
   let s = 0;
   for (let i = 0; i < a.length; i++) {
-    const x = Math.max(a[i] as number, 1e-4);
-    const y = Math.max(b[i] as number, 1e-4);
+    const x = Math.max(a[i] as number, PSI_EPSILON);
+    const y = Math.max(b[i] as number, PSI_EPSILON);
     s += (y - x) * Math.log(y / x);
   }
   return s;
@@ -124,13 +263,22 @@ export function jsDistance(a: readonly number[], b: readonly number[]): number {
 /** Reads a run's outputs (answers, and the errors and usage files beside them) into a report. */
 export async function runReport(
   answersPath: string,
-  options: { questions?: QuestionInfo[] | undefined; compare?: string | undefined; errors?: string | undefined; usage?: string | undefined },
+  options: {
+    questions?: QuestionInfo[] | undefined;
+    compare?: string | undefined;
+    errors?: string | undefined;
+    usage?: string | undefined;
+    /** The job file as the user named it, for the header. */
+    job?: string | undefined;
+  },
 ): Promise<RunReport> {
   const earlier = options.compare ? await readEarlier(options.compare, options.questions) : undefined;
   let questions: QuestionInfo[] | undefined = options.questions ?? earlier?.questions;
   let stats: QuestionStats[] = [];
   const shared: { agree: number[]; flipped: number[]; flips: Shift["flips"][]; n: number } = { agree: [], flipped: [], flips: [], n: 0 };
   let rows = 0;
+  let psiNow: number[][] = [];
+  const seen: { sawRaw: boolean; rowModel?: string | undefined } = { sawRaw: false };
   for await (const row of await readAnswers(answersPath, { questions, onQuestions: (q) => (questions = q) })) {
     const qs = questions as QuestionInfo[];
     if (stats.length === 0) {
@@ -148,7 +296,10 @@ export async function runReport(
       shared.agree = qs.map(() => 0);
       shared.flipped = qs.map(() => 0);
       shared.flips = qs.map(() => []);
+      psiNow = qs.map((q) => new Array<number>(psiBinCount(q)).fill(0));
+      seen.rowModel = row.model;
     }
+    if (row.raw) seen.sawRaw = true;
     rows++;
     const before = earlier?.ids.get(row.id);
     if (before !== undefined) shared.n++;
@@ -159,6 +310,7 @@ export async function runReport(
       const confidence = p[label] as number;
       s.n++;
       s.label_counts[label]! += 1;
+      psiNow[j]![psiBin(q, p, label)]! += 1;
       p.forEach((v, i) => (s.mean_probabilities[i]! += v));
       s.confidence_histogram[binIndex(confidence, 0, 1)]! += 1;
       if (q.type === "noul") s.value_histogram[binIndex(p[1] as number, 0, 1)]! += 1;
@@ -174,6 +326,8 @@ export async function runReport(
       if (typeof mass === "number") {
         s.label_mass_histogram ??= new Array<number>(BINS).fill(0);
         s.label_mass_histogram[binIndex(mass, 0, 1)]! += 1;
+        s.mean_label_mass = (s.mean_label_mass ?? 0) + mass;
+        s.label_mass_rows = (s.label_mass_rows ?? 0) + 1;
       }
       if (before !== undefined && earlier) {
         const was = earlier.labels[before * qs.length + j] as number;
@@ -191,20 +345,19 @@ export async function runReport(
       }
     });
   }
-  for (const s of stats) s.mean_probabilities = s.mean_probabilities.map((v) => (s.n ? v / s.n : 0));
+  for (const s of stats) {
+    s.mean_probabilities = s.mean_probabilities.map((v) => (s.n ? v / s.n : 0));
+    if (s.label_mass_rows) s.mean_label_mass = (s.mean_label_mass as number) / s.label_mass_rows;
+  }
   const report: RunReport = { kind: "typed-eval.report", answers: answersPath, rows, questions: stats };
 
   const errorsPath = options.errors ?? `${answersPath}.errors.jsonl`;
   if (existsSync(errorsPath)) report.errors = await readErrors(errorsPath);
   const usagePath = options.usage ?? `${answersPath}.usage.json`;
-  if (existsSync(usagePath)) {
-    try {
-      const json: unknown = JSON.parse(readFileSync(usagePath, "utf8"));
-      if (isSummary(json)) report.usage = json;
-    } catch {
-      // An unreadable usage file leaves the usage section out; the labels are what the report is for.
-    }
-  }
+  const usage = readUsage(usagePath);
+  if (usage) report.usage = usage;
+  if (!options.questions) fillLevels(stats, usage, usagePath);
+  report.provenance = provenanceOf(usage, usagePath, seen, { answers: answersPath, compare: options.compare, job: options.job });
   if (earlier && options.compare) {
     report.compare = {
       answers: options.compare,
@@ -215,9 +368,17 @@ export async function runReport(
         const a = earlierCounts.map((c) => c / earlierTotal);
         const b = s.label_counts.map((c) => c / (s.n || 1));
         const flips = (shared.flips[j] ?? []).sort((x, y) => y.confidence - x.confidence).slice(0, 50);
+        const q = (questions as QuestionInfo[])[j] as QuestionInfo;
+        const toShares = (c: number[]) => {
+          const t = c.reduce((x, y) => x + y, 0) || 1;
+          return c.map((v) => v / t);
+        };
+        const pa = toShares(earlier.psi[j] ?? []);
+        const pb = toShares(psiNow[j] ?? []);
+        const em = earlier.mass[j];
         return {
           question: s.name,
-          psi: psi(a, b),
+          psi: psi(pa, pb),
           js_distance: jsDistance(a, b),
           agreement: shared.n ? (shared.agree[j] as number) / shared.n : NaN,
           shared: shared.n,
@@ -225,6 +386,10 @@ export async function runReport(
           earlier_shares: a,
           shares: b,
           flips,
+          psi_basis: psiBasis(q),
+          psi_earlier: pa,
+          psi_now: pb,
+          ...(em?.rows ? { earlier_label_mass: em.sum / em.rows } : {}),
         };
       }),
     };
@@ -251,27 +416,97 @@ async function readErrors(path: string): Promise<NonNullable<RunReport["errors"]
 /** Labels as people read them: no/yes for a noul, level texts for a score when known. */
 export function displayLabels(q: { type: QuestionInfo["type"]; labels: string[]; levels?: unknown[] | undefined }): string[] {
   if (q.type === "noul") return ["no", "yes"];
-  if (q.type === "score" && q.levels) return q.labels.map((l, i) => (typeof q.levels?.[i] === "string" ? `${l}: ${q.levels[i] as string}` : l));
+  if (q.type === "score" && q.levels)
+    return q.labels.map((l, i) => (typeof q.levels?.[i] === "string" && q.levels[i] !== l ? `${l}: ${q.levels[i] as string}` : l));
   return q.labels;
 }
 
-function questionCharts(s: QuestionStats): string {
-  const parts: string[] = [];
+const tally = (n: number) => n.toLocaleString("en-US");
+
+/** One question of a run report: its numbers, then its charts, as one band. */
+function questionBand(s: QuestionStats, shift: Shift | undefined, gate: RunReport["gate"]): string {
+  const names = displayLabels(s);
   const shares = s.label_counts.map((c) => c / (s.n || 1));
-  parts.push(barChart(`${s.name}: label shares`, displayLabels(s), [{ name: "rows", values: shares }]));
-  if (s.type === "noul") parts.push(histogram(`${s.name}: p(yes)`, s.value_histogram, 0, 1, "probability of yes"));
-  if (s.type === "score") parts.push(histogram(`${s.name}: expected score`, s.value_histogram, 0, s.labels.length - 1, "expected score"));
-  parts.push(histogram(`${s.name}: confidence`, s.confidence_histogram, 0, 1, "top-label probability"));
-  if (s.label_mass_histogram) parts.push(histogram(`${s.name}: label mass`, s.label_mass_histogram, 0, 1, "share of next-token probability on the labels"));
-  return `<h2>${escapeHtml(s.name)} <span class="muted">(${s.type}, ${s.n} rows)</span></h2><div class="charts">${parts.join("")}</div>`;
+  const breached = (metric: string) => gate?.breaches.some((b) => b.question === s.name && b.metric === metric);
+  const mark = (metric: string, text: string) => (breached(metric) ? `${text} ✗ gate` : text);
+  const items: { label: string; value: string; interval?: string }[] = [{ label: "rows", value: tally(s.n) }];
+  if (s.mean_label_mass !== undefined)
+    items.push({ label: "mean label mass", value: mark("label_mass", num(s.mean_label_mass)), interval: `${plural(s.label_mass_rows ?? 0, "row")} carry it` });
+  if (shift) {
+    items.push({ label: "PSI", value: mark("psi", num(shift.psi)), interval: shift.psi_basis });
+    items.push({ label: "agreement", value: mark("agreement", pct(shift.agreement)), interval: `${tally(shift.flipped)} of ${tally(shift.shared)} flipped` });
+  }
+  const head = ["label", "share now", ...(shift ? ["earlier"] : [])];
+  const rows = names.map((n, i) => [n, pct(shares[i]), ...(shift ? [pct(shift.earlier_shares[i])] : [])]);
+  const numbers = `<div class="card numbers"><h3>${escapeHtml(s.name)} in numbers</h3>${tiles(items)}${table(head, rows)}${
+    shift?.earlier_label_mass !== undefined ? `<p class="muted">Mean label mass earlier: ${num(shift.earlier_label_mass)}.</p>` : ""
+  }</div>`;
+  const cards = [numbers];
+  cards.push(
+    barChart(
+      shift ? `${s.name}: label shares, earlier and now` : `${s.name}: label shares`,
+      names,
+      shift
+        ? [
+            { name: "earlier", values: shift.earlier_shares },
+            { name: "now", values: shares },
+          ]
+        : [{ name: "rows", values: shares }],
+    ),
+  );
+  if (s.type === "noul") cards.push(histogram(`${s.name}: p(yes)`, s.value_histogram, 0, 1, "probability of yes"));
+  if (s.type === "score") cards.push(histogram(`${s.name}: expected score`, s.value_histogram, 0, s.labels.length - 1, "expected score"));
+  cards.push(histogram(`${s.name}: confidence`, s.confidence_histogram, 0, 1, "top-label probability"));
+  if (s.label_mass_histogram) cards.push(histogram(`${s.name}: label mass`, s.label_mass_histogram, 0, 1, "share of next-token probability on the labels"));
+  const wide: string[] = [];
+  if (shift && shift.flips.length > 0) {
+    wide.push(
+      `<details><summary>${plural(shift.flipped, "record")} flipped since the earlier run (the ${shift.flips.length} most confident now shown)</summary>${table(
+        ["id", "earlier", "now", "confidence now"],
+        shift.flips.map((f) => [f.id, f.from, f.to, num(f.confidence)]),
+      )}</details>`,
+    );
+  }
+  return `<h2>${escapeHtml(s.name)} <span class="muted">(${s.type}, ${plural(s.n, "row")})</span></h2>${band(cards, wide)}`;
+}
+
+function gateHtml(gate: NonNullable<RunReport["gate"]>): string {
+  if (gate.breaches.length === 0) return `<p class="ok">Drift gate passed: ${escapeHtml(gate.conditions.join(", "))}.</p>`;
+  return `<div class="card"><p class="bad">Drift gate failed: ${plural(gate.breaches.length, "breach", "breaches")} of ${escapeHtml(gate.conditions.join(", "))}</p><ul>${gate.breaches
+    .map((b) => `<li>${escapeHtml(b.line)}</li>`)
+    .join("")}</ul></div>`;
 }
 
 /** The run report's HTML. */
 export function reportHtml(r: RunReport): string {
   const body: string[] = [];
-  body.push(
-    `<p>${escapeHtml(r.answers)}: ${r.rows.toLocaleString("en-US")} answered rows${r.errors ? `, ${r.errors.total.toLocaleString("en-US")} failed` : ""}.</p>`,
-  );
+  if (r.provenance) body.push(provenanceList(provenanceRows(r.provenance)));
+  body.push(`<p>${plural(r.rows, "answered row")}${r.errors ? `, ${tally(r.errors.total)} failed` : ""}.</p>`);
+  if (r.gate) body.push(gateHtml(r.gate));
+  if (r.compare) {
+    const c = r.compare;
+    body.push(
+      `<h2>Compared with ${escapeHtml(displayPath(c.answers))}</h2><p>${plural(c.rows, "earlier row")}; ids in both runs: ${tally(c.shifts[0]?.shared ?? 0)}. PSI: 0.1 is worth a look, 0.25 a real shift; an empty bin counts as ${PSI_EPSILON} of the rows.</p>`,
+    );
+    body.push(
+      table(
+        ["question", "PSI", "PSI over", "JS distance", "agreement", "flipped", "label mass earlier", "label mass now"],
+        c.shifts.map((s) => {
+          const q = r.questions.find((x) => x.name === s.question);
+          return [
+            s.question,
+            num(s.psi),
+            s.psi_basis,
+            num(s.js_distance),
+            pct(s.agreement),
+            tally(s.flipped),
+            num(s.earlier_label_mass),
+            num(q?.mean_label_mass),
+          ];
+        }),
+      ),
+    );
+  }
   if (r.usage) {
     const u = r.usage;
     body.push(
@@ -304,85 +539,97 @@ export function reportHtml(r: RunReport): string {
       )}`,
     );
     body.push(
-      `<details><summary>first ${r.errors.examples.length} error rows</summary>${table(
+      `<details><summary>first ${plural(r.errors.examples.length, "error row")}</summary>${table(
         ["line", "id", "reason", "message"],
         r.errors.examples.map((e) => [e.line, e.id, e.type, e.message]),
       )}</details>`,
     );
   }
-  if (r.compare) {
+  for (const s of r.questions)
     body.push(
-      `<h2>Compared with ${escapeHtml(r.compare.answers)}</h2><p>${r.compare.rows.toLocaleString("en-US")} earlier rows; ids in both runs: ${(r.compare.shifts[0]?.shared ?? 0).toLocaleString("en-US")}.</p>`,
-    );
-    body.push(
-      table(
-        ["question", "PSI", "JS distance", "agreement", "flipped"],
-        r.compare.shifts.map((s) => [s.question, num(s.psi), num(s.js_distance), pct(s.agreement), s.flipped]),
+      questionBand(
+        s,
+        r.compare?.shifts.find((x) => x.question === s.name),
+        r.gate,
       ),
     );
-    const charts = r.compare.shifts.map((s) => {
-      const q = r.questions.find((x) => x.name === s.question) as QuestionStats;
-      return barChart(`${s.question}: label shares, earlier and now`, displayLabels(q), [
-        { name: "earlier", values: s.earlier_shares },
-        { name: "now", values: s.shares },
-      ]);
-    });
-    body.push(`<div class="charts">${charts.join("")}</div>`);
-    for (const s of r.compare.shifts) {
-      if (s.flips.length === 0) continue;
-      body.push(
-        `<details><summary>${escapeHtml(s.question)}: ${s.flipped} flipped (${s.flips.length} most confident shown)</summary>${table(
-          ["id", "earlier", "now", "confidence now"],
-          s.flips.map((f) => [f.id, f.from, f.to, num(f.confidence)]),
-        )}</details>`,
-      );
-    }
-  }
-  for (const s of r.questions) body.push(questionCharts(s));
-  return page(`Run report: ${r.answers}`, body.join("\n"));
+  return page(`Run report: ${displayPath(r.answers)}`, body.join("\n"));
+}
+
+/** A gold row the calibrated answers most confidently contradict (`assess --suspects`). */
+export interface SuspectRow {
+  question: string;
+  id: string;
+  gold: string;
+  label: string;
+  probability: number;
+}
+
+/** What the assessment page shows beside the assessment itself. */
+export interface AssessmentHtmlOptions {
+  /** Suspect gold labels: a section per question lists them, most confident contradiction first. */
+  suspects?: { file?: string | undefined; rows: SuspectRow[] } | undefined;
+  /** The job file as the user named it, for the header. */
+  job?: string | undefined;
+}
+
+function suspectsHtml(question: string, rows: SuspectRow[], file: string | undefined): string {
+  const mine = rows.filter((r) => r.question === question).sort((a, b) => b.probability - a.probability);
+  if (mine.length === 0) return `<h3>Suspect gold labels</h3><p class="muted">None: no gold label here is contradicted with unusual confidence.</p>`;
+  return `<h3>Suspect gold labels: ${plural(mine.length, "row")}${file ? ` (in ${escapeHtml(displayPath(file))})` : ""}</h3>${table(
+    ["id", "gold label", "model's label", "model's probability"],
+    mine.slice(0, 50).map((r) => [r.id, r.gold, r.label, num(r.probability)]),
+  )}${mine.length > 50 ? `<p class="muted">${plural(mine.length - 50, "more row")} in the file.</p>` : ""}`;
 }
 
 /** The assessment's HTML: metrics with intervals, reliability diagrams, risk-coverage, confusion heat maps. */
-export function assessmentHtml(a: Assessment): string {
+export function assessmentHtml(a: Assessment & { provenance?: Provenance }, options: AssessmentHtmlOptions = {}): string {
   const body: string[] = [];
   const r = a.rows;
+  if (a.provenance) body.push(provenanceList(provenanceRows(a.provenance, { raw: a.raw })));
   body.push(
-    `<p>${escapeHtml(a.answers)} against ${escapeHtml(a.gold)}: ${r.matched} of ${r.gold} gold rows matched; ${r.answers_only} answers have no gold label${r.gold_only ? `; ${r.gold_only} gold rows have no answer` : ""}. 95% intervals from ${a.bootstrap} bootstrap draws (seed ${a.seed}). Confidence is the top label's probability.${a.raw ? " Raw (uncalibrated) probabilities." : ""}</p>`,
+    `<p>${tally(r.matched)} of ${plural(r.gold, "gold row")} matched; ${plural(r.answers_only, "answer")} without a gold label${r.gold_only ? `; ${plural(r.gold_only, "gold row")} without an answer` : ""}. 95% intervals from ${plural(a.bootstrap, "bootstrap draw")} (seed ${a.seed}). Confidence is the top label's probability.</p>`,
   );
   for (const q of a.questions) {
-    const rows = [...METRICS[q.type], ...METRICS.common].map((m) => {
+    const names = displayLabels(q);
+    const headline = HEADLINE[q.type] as readonly string[];
+    const tileItems = headline.map((m) => {
       const ci = q.intervals[m];
-      return [metricLabel(m), num(q.metrics[m]), ci ? `${num(ci[0])} – ${num(ci[1])}` : "", LOWER_IS_BETTER.has(m) ? "lower" : "higher"];
+      return { label: metricLabel(m), value: num(q.metrics[m]), interval: ci ? `95%: ${num(ci[0])} – ${num(ci[1])}` : undefined };
     });
-    rows.push(["ECE noise floor at this n", `${num(q.ece_noise_floor.median)}`, `95th percentile ${num(q.ece_noise_floor.p95)}`, ""]);
+    const rows = [...METRICS[q.type], ...METRICS.common].map((m) => [`${metricLabel(m)} ${LOWER_IS_BETTER.has(m) ? "↓" : "↑"}`, num(q.metrics[m])]);
+    rows.push(["ECE noise floor at this n", `${num(q.ece_noise_floor.median)} (95%: ${num(q.ece_noise_floor.p95)})`]);
     const eceNote =
       (q.metrics["ece"] as number) > q.ece_noise_floor.p95
         ? `<p class="bad">ECE ${num(q.metrics["ece"])} is above what a calibrated model shows at this n (95%: ${num(q.ece_noise_floor.p95)}): calibrate.</p>`
         : `<p>ECE is within the noise a calibrated model shows at this n.</p>`;
-    const charts = [
+    const numbers = `<div class="card numbers"><h3>${escapeHtml(q.name)} in numbers</h3>${tiles(tileItems)}${table(["metric (↑ higher is better, ↓ lower)", "value"], rows)}${eceNote}</div>`;
+    const cards = [
+      numbers,
       reliabilityDiagram(`${q.name}: reliability`, q.reliability),
-      coverageCurve(`${q.name}: accuracy against coverage`, q.risk_coverage.curve),
-      heatMap(`${q.name}: confusion (gold × predicted)`, displayLabels(q), q.confusion),
-      barChart(`${q.name}: gold and predicted shares`, displayLabels(q), [
+      coverageCurve(`${q.name}: accuracy against coverage`, q.risk_coverage.curve, {
+        head: ["most confident", "accuracy", "confidence at least"],
+        rows: q.risk_coverage.at.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]),
+      }),
+      heatMap(`${q.name}: confusion (gold × predicted)`, names, q.confusion),
+      barChart(`${q.name}: gold and predicted shares`, names, [
         { name: "gold", values: q.gold_shares },
         { name: "predicted", values: q.predicted_shares },
       ]),
     ];
-    const cover = table(
-      ["coverage", "accuracy", "confidence at least"],
-      q.risk_coverage.at.map((p) => [pct(p.coverage), num(p.accuracy), num(p.threshold)]),
-    );
-    const mass = q.label_mass
-      ? `<h3>Accuracy by label mass</h3>${table(
-          ["label mass", "rows", "accuracy"],
-          q.label_mass.map((b) => [`${b.mass_lo.toPrecision(2)} – ${b.mass_hi.toPrecision(2)}`, b.count, num(b.accuracy)]),
-        )}`
-      : "";
-    const tables = `<div class="tables">${table(["metric", "value", "95% interval", "better"], rows)}${eceNote}<h3>Accuracy of the most confident rows</h3>${cover}${mass}</div>`;
-    body.push(
-      `<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${q.n} rows)</span></h2><div class="q">${tables}<div class="charts">${charts.join("")}</div></div>`,
-    );
+    if (q.label_mass) {
+      cards.push(
+        barChart(
+          `${q.name}: accuracy by label mass`,
+          q.label_mass.map((b) => `${rangeText(b.mass_lo, b.mass_hi)} (${tally(b.count)})`),
+          [{ name: "accuracy", values: q.label_mass.map((b) => b.accuracy) }],
+          { format: "number", xLabel: "accuracy (label-mass fifth, rows)", fixedMax: 1 },
+        ),
+      );
+    }
+    const wide = options.suspects ? [suspectsHtml(q.name, options.suspects.rows, options.suspects.file)] : [];
+    body.push(`<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${plural(q.n, "row")})</span></h2>${band(cards, wide)}`);
   }
   if (a.suspects) body.push(suspectsSection(a.suspects.top, a.suspects.total));
-  return page(`Assessment: ${a.answers}`, body.join("\n"));
+  return page(`Assessment: ${displayPath(a.answers)}`, body.join("\n"));
 }

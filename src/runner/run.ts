@@ -177,7 +177,15 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
 
     const earlier = dedup.earlier(hash);
     if (earlier) {
-      journal.append({ k: "answer", ...base, model: earlier.model, answers: earlier.answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
+      journal.append({
+        k: "answer",
+        ...base,
+        model: earlier.model,
+        answers: earlier.answers,
+        usage: zero,
+        ...(earlier.label_mass ? { label_mass: earlier.label_mass } : {}),
+        dedup_of: earlier.seq,
+      } satisfies AnswerEntry);
       return succeeded();
     }
     const pending = dedup.pending(hash);
@@ -190,6 +198,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
         model: outcome.evaluation.response.model,
         answers: outcome.evaluation.response.answers,
         usage: zero,
+        ...(outcome.evaluation.labelMass ? { label_mass: outcome.evaluation.labelMass } : {}),
         dedup_of: pending.seq,
       });
       return succeeded();
@@ -213,7 +222,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       usage: response.usage,
       ...(labelMass ? { label_mass: labelMass } : {}),
     });
-    dedup.remember(hash, item.seq, response);
+    dedup.remember(hash, item.seq, response, labelMass);
     stats.inputTokens += response.usage.input_tokens;
     succeeded();
   };

@@ -13,6 +13,7 @@ import type { Answer, Question } from "../../src/api/schema.js";
 import { answerDistribution, applyMap } from "../../src/evaluator/calibration.js";
 import type { CalibrationFile } from "../../src/quality/calibrate.js";
 import type { Assessment } from "../../src/quality/assess.js";
+import { displayLabels, type RunReport } from "../../src/quality/report.js";
 import type { UsageSummary } from "../../src/runner/output/usage.js";
 import { BIN } from "../support/cli.js";
 import { whenFile } from "../support/watch.js";
@@ -89,6 +90,7 @@ function goldFor(answers: Row[]): string {
 const N = 48;
 let out: string;
 let outCsv: string;
+let outParquet: string;
 let gold: string;
 let jobPath: string;
 
@@ -101,8 +103,10 @@ beforeAll(() => {
   outCsv = join(dir, "out.csv");
   expect(cli(["run", input, "--job", jobPath, "-o", out]).code).toBe(0);
   expect(cli(["run", input, "--job", jobPath, "-o", outCsv]).code).toBe(0);
+  outParquet = join(dir, "out.parquet");
+  expect(cli(["run", input, "--job", jobPath, "-o", outParquet]).code).toBe(0);
   gold = file("gold.csv", goldFor(rows(out)));
-}, 120_000);
+}, 300_000);
 
 describe("assess", () => {
   it("reports every metric of each type, the same numbers on every run, and the same from CSV as from JSONL answers", () => {
@@ -331,20 +335,24 @@ describe("review routing", () => {
   }, 120_000);
 });
 
+/** An earlier run in which every third record's team was answered differently; the other questions as now. */
+function earlierRun(name: string): string {
+  const earlier = rows(out).map((r, i) => {
+    if (i % 3 !== 0) return r;
+    const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
+    const options = Object.keys(team.probabilities);
+    const other = options.find((o) => o !== team.choice)!;
+    return {
+      ...r,
+      answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } },
+    };
+  });
+  return file(name, `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
+}
+
 describe("report", () => {
   it("compares two runs: shift, agreement and the flipped records", () => {
-    // An earlier run in which every third record's team was answered differently.
-    const earlier = rows(out).map((r, i) => {
-      if (i % 3 !== 0) return r;
-      const team = r.answers["team"] as Extract<Answer, { type: "choice" }>;
-      const options = Object.keys(team.probabilities);
-      const other = options.find((o) => o !== team.choice)!;
-      return {
-        ...r,
-        answers: { ...r.answers, team: { ...team, choice: other, probabilities: Object.fromEntries(options.map((o) => [o, o === other ? 1 : 0])) } },
-      };
-    });
-    const earlierPath = file("earlier.jsonl", `${earlier.map((r) => JSON.stringify(r)).join("\n")}\n`);
+    const earlierPath = earlierRun("earlier.jsonl");
     const html = join(dir, "report.html");
     const r = cli(["report", out, "--compare", earlierPath, "-o", html, "--json"]);
     expect(r.code).toBe(0);
@@ -359,5 +367,94 @@ describe("report", () => {
     expect(team.flips.length).toBe(Math.ceil(N / 3));
     expect(report.compare.shifts.find((s) => s.question === "urgent")!.flipped).toBe(0);
     expect(existsSync(html)).toBe(true);
+  });
+
+  it("--fail-if is a drift gate: exit 4 naming each breach on its own line, 0 when the night is close enough", () => {
+    const earlierPath = earlierRun("drift-earlier.jsonl");
+    const html = join(dir, "drift.html");
+    // Random weights give tiny label masses (1e-11 and up): the label-mass limits are set from this night's own figures.
+    const plain = JSON.parse(cli(["report", out, "--compare", earlierPath, "--json", "-o", html]).stdout) as RunReport;
+    const masses = Object.fromEntries(plain.questions.map((q) => [q.name, q.mean_label_mass!]));
+    const below = Math.min(...Object.values(masses)) / 2;
+    const gate = `team.agreement<0.9,urgent.psi>0.2,label_mass<${below}`;
+    const failed = cli(["report", out, "--compare", earlierPath, "--fail-if", gate, "-o", html, "--json"]);
+    expect(failed.code).toBe(4);
+    const report = JSON.parse(failed.stdout) as RunReport;
+    const agreement = report.compare!.shifts.find((s) => s.question === "team")!.agreement;
+    expect(agreement).toBeCloseTo(1 - Math.ceil(N / 3) / N, 12);
+    // Only team moved: one breach, one line, naming question, metric and value.
+    const lines = failed.stderr.trim().split("\n");
+    expect(lines).toEqual([`typed-eval: drift gate: team.agreement = ${agreement.toFixed(4)}, breaking team.agreement<0.9`]);
+    expect(report.gate!.breaches.map((b) => `${b.question}.${b.metric}`)).toEqual(["team.agreement"]);
+    // Unchanged questions: PSI 0 over the same bins, full agreement.
+    const urgent = report.compare!.shifts.find((s) => s.question === "urgent")!;
+    expect(urgent.psi).toBe(0);
+    expect(urgent.psi_earlier).toHaveLength(10);
+    expect(readFileSync(html, "utf8")).toContain("Drift gate failed");
+    // A bare metric checks every question: each breach its own line.
+    const every = cli(["report", out, "--compare", earlierPath, "--fail-if", "agreement<1.01", "-o", html]);
+    expect(every.code).toBe(4);
+    expect(
+      every.stderr
+        .trim()
+        .split("\n")
+        .map((l) => l.replace(/ = .*/, "")),
+    ).toEqual(["typed-eval: drift gate: urgent.agreement", "typed-eval: drift gate: team.agreement", "typed-eval: drift gate: mood.agreement"]);
+    const mass = cli(["report", out, "--compare", earlierPath, "--fail-if", `mood.label_mass<${masses["mood"]! * 2}`, "-o", html]);
+    expect(mass.code).toBe(4);
+    expect(mass.stderr).toMatch(/^typed-eval: drift gate: mood\.label_mass = \S+, breaking mood\.label_mass</);
+    const passed = cli(["report", out, "--compare", earlierPath, "--fail-if", `team.agreement<0.5,psi>5,label_mass<${below}`, "-o", html]);
+    expect(passed.stderr).toBe("");
+    expect(passed.code).toBe(0);
+    expect(readFileSync(html, "utf8")).toContain("Drift gate passed");
+  });
+
+  it("--fail-if names an unknown metric or question in one line, exit 2, and writes no report", () => {
+    const cases: [string[], RegExp][] = [
+      [
+        ["--compare", out, "--fail-if", "team.pis>0.2"],
+        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass\n$/,
+      ],
+      [
+        ["--compare", out, "--fail-if", "topic.psi>0.2"],
+        /^typed-eval: --fail-if: no question "topic" in "topic.psi>0.2"; the questions are urgent, team, mood\n$/,
+      ],
+      [["--fail-if", "agreement<0.9"], /^typed-eval: --fail-if: agreement \(in "agreement<0.9"\) compares two nights; add --compare <earlier answers>\n$/],
+      [["--compare", out, "--fail-if", "psi>>0.2"], /^typed-eval: --fail-if: cannot read "psi>>0.2"/],
+    ];
+    for (const [args, message] of cases) {
+      const html = join(dir, "never.html");
+      const r = cli(["report", out, "-o", html, ...args]);
+      expect(r.code, args.join(" ")).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(existsSync(html)).toBe(false);
+    }
+    const folder = cli(["report", out, "-o", dir]);
+    expect(folder.code).toBe(2);
+    expect(folder.stderr).toMatch(/^typed-eval: cannot write output .*: it is a folder; choose another path\n$/);
+  });
+
+  it("gives the same report from CSV and Parquet answers as from JSONL: level names, shares, histograms, label mass", () => {
+    const report = (path: string) => JSON.parse(cli(["report", path, "--json", "-o", join(dir, "same.html")]).stdout) as RunReport;
+    const jsonl = report(out);
+    const mood = jsonl.questions.find((q) => q.name === "mood")!;
+    expect(displayLabels(mood)).toEqual(["0: calm", "1: annoyed", "2: angry"]);
+    expect(mood.label_mass_rows).toBe(N);
+    for (const path of [outCsv, outParquet]) {
+      const other = report(path);
+      expect(other.questions.map((q) => displayLabels(q))).toEqual(jsonl.questions.map((q) => displayLabels(q)));
+      other.questions.forEach((q, i) => {
+        const want = jsonl.questions[i]!;
+        expect(q.label_counts).toEqual(want.label_counts);
+        expect(q.value_histogram).toEqual(want.value_histogram);
+        expect(q.confidence_histogram).toEqual(want.confidence_histogram);
+        expect(q.label_mass_histogram).toEqual(want.label_mass_histogram);
+        expect(q.mean_label_mass).toBeCloseTo(want.mean_label_mass!, 12);
+        q.mean_probabilities.forEach((p, j) => expect(p).toBeCloseTo(want.mean_probabilities[j]!, 12));
+      });
+      const text = cli(["report", path, "-o", join(dir, "same.html")]).stdout;
+      expect(text).toMatch(/mood \(score\): 0: calm \d/);
+      expect(readFileSync(join(dir, "same.html"), "utf8")).toContain("0: calm");
+    }
   });
 });

@@ -64,6 +64,7 @@ interface Row {
   usage: SystemOneResponse["usage"];
   fields?: Record<string, unknown>;
   dedup_of?: number;
+  label_mass?: Record<string, number>;
 }
 
 const rows = (path: string): Row[] =>
@@ -105,6 +106,9 @@ describe("typed-eval run", () => {
       expect(copy.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
       const original = rows(out).find((r) => r.line - 1 === copy.dedup_of);
       expect(copy.answers).toEqual(original?.answers);
+      // A copy carries the label mass of the request that answered it, so label-mass figures count every row.
+      expect(copy.label_mass).toBeDefined();
+      expect(copy.label_mass).toEqual(original?.label_mass);
     }
   });
 
@@ -141,15 +145,18 @@ describe("typed-eval run", () => {
       "model",
       "tier",
       "urgent.noul",
+      "urgent.label_mass",
       "team.choice",
       "team.confidence",
       "team.p.shipping",
       "team.p.billing",
+      "team.label_mass",
       "mood.score",
       "mood.level",
       "mood.confidence",
       "mood.p.0",
       "mood.p.1",
+      "mood.label_mass",
       "input_tokens",
       "output_tokens",
       "dedup_of",

@@ -144,6 +144,8 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
   for (const [name, question] of Object.entries(questions)) {
     columns.push(...questionColumns(name, question));
     if (shape.calibrated.has(name)) columns.push(...rawColumns(name, question));
+    // As JSONL's label_mass: the report and assess read the same figures from every format (empty where the model gives none).
+    columns.push({ name: `${name}.label_mass`, kind: "double", value: (r) => r.entry.label_mass?.[name] });
   }
   columns.push(
     { name: "input_tokens", kind: "int", value: (r) => r.entry.usage.input_tokens },

@@ -32,6 +32,8 @@ export interface Earlier {
   seq: number;
   model: string;
   answers: Record<string, Answer>;
+  /** The label mass the answering request reported, so a copy carries it too. */
+  label_mass?: Record<string, number>;
 }
 
 export class Dedup {
@@ -47,8 +49,7 @@ export class Dedup {
   earlier(hash: string): Earlier | undefined {
     const hit = this.answered.get(hash);
     if (!hit) return undefined;
-    const { model, answers } = JSON.parse(hit.json) as { model: string; answers: Record<string, Answer> };
-    return { seq: hit.seq, model, answers };
+    return { seq: hit.seq, ...(JSON.parse(hit.json) as Omit<Earlier, "seq">) };
   }
 
   /** An identical request still in flight: the record that sent it, and its outcome to come. */
@@ -67,7 +68,10 @@ export class Dedup {
     }
   }
 
-  remember(hash: string, seq: number, response: Pick<SystemOneResponse, "model" | "answers">): void {
-    this.answered.set(hash, { seq, json: JSON.stringify({ model: response.model, answers: response.answers }) });
+  remember(hash: string, seq: number, response: Pick<SystemOneResponse, "model" | "answers">, labelMass?: Record<string, number>): void {
+    this.answered.set(hash, {
+      seq,
+      json: JSON.stringify({ model: response.model, answers: response.answers, ...(labelMass ? { label_mass: labelMass } : {}) }),
+    });
   }
 }

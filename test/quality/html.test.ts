@@ -1,0 +1,82 @@
+/**
+ * The small pieces the report pages are made of: ranges that tell their
+ * bounds apart, round ticks, plurals, paths as the user named them, and the
+ * one gate parser of assess and report.
+ */
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { breaches, parseConditions } from "../../src/quality/gate.js";
+import { displayPath, niceTicks, plural, rangeText, wrapLabel } from "../../src/quality/html.js";
+import { psi, PSI_EPSILON } from "../../src/quality/report.js";
+
+describe("report text", () => {
+  it("prints a range with enough digits to tell its bounds apart, or one value", () => {
+    expect(rangeText(0.0000026, 0.0000026)).toBe("0.0000026");
+    expect(rangeText(0.00000261, 0.00000264)).toBe("0.00000261 – 0.00000264");
+    expect(rangeText(2.6e-9, 2.7e-9)).toBe("2.6e-9 – 2.7e-9");
+    expect(rangeText(0.1234, 0.1239)).toBe("0.123 – 0.124");
+    expect(rangeText(0.003, 0.196)).toBe("0.003 – 0.2");
+    expect(rangeText(0.797, 1)).toBe("0.8 – 1");
+  });
+
+  it("puts ticks on round numbers: 1, 2, 2.5 or 5 times a power of ten", () => {
+    expect(niceTicks(269, 4).ticks).toEqual([0, 100, 200, 300]);
+    expect(niceTicks(73, 4).ticks).toEqual([0, 20, 40, 60, 80]);
+    expect(niceTicks(0.42, 4).ticks).toEqual([0, 0.2, 0.4, 0.6]);
+    expect(niceTicks(1, 4).ticks).toEqual([0, 0.25, 0.5, 0.75, 1]);
+    expect(niceTicks(1, 4, 0.4).ticks).toEqual([0.4, 0.6, 0.8, 1]);
+  });
+
+  it("says 1 row and 2 rows", () => {
+    expect(plural(1, "gold row")).toBe("1 gold row");
+    expect(plural(0, "gold row")).toBe("0 gold rows");
+    expect(plural(1200, "breach", "breaches")).toBe("1,200 breaches");
+  });
+
+  it("shows a file under the working directory relative to it, any other as given", () => {
+    expect(displayPath(join("/work/x", "out/answers.jsonl"), "/work/x")).toBe("out/answers.jsonl");
+    expect(displayPath("out/answers.jsonl", "/work/x")).toBe("out/answers.jsonl");
+    expect(displayPath("/data/answers.jsonl", "/work/x")).toBe("/data/answers.jsonl");
+  });
+
+  it("wraps a long option name at spaces, keeping every word", () => {
+    expect(wrapLabel("account access and login problems", 16)).toEqual(["account access", "and login", "problems"]);
+    expect(wrapLabel("supercalifragilistic", 8)).toEqual(["supercalifragilistic"]);
+  });
+});
+
+describe("gates", () => {
+  it("reads question.metric and bare metric conditions", () => {
+    expect(parseConditions("topic.psi>0.2, agreement<0.9,label_mass<.5,a.b.ece>=1e-3")).toEqual([
+      { question: "topic", metric: "psi", op: ">", value: 0.2, text: "topic.psi>0.2" },
+      { question: undefined, metric: "agreement", op: "<", value: 0.9, text: "agreement<0.9" },
+      { question: undefined, metric: "label_mass", op: "<", value: 0.5, text: "label_mass<.5" },
+      { question: "a.b", metric: "ece", op: ">=", value: 0.001, text: "a.b.ece>=1e-3" },
+    ]);
+    expect(() => parseConditions("psi>>0.2")).toThrow(/cannot read "psi>>0.2"/);
+  });
+
+  it("breaks a bare metric out per question, and counts a figure that cannot be computed as a breach", () => {
+    const subject = {
+      questions: [
+        { name: "a", metrics: { agreement: 0.95, label_mass: 0.7 } },
+        { name: "b", metrics: { agreement: 0.85, label_mass: Number.NaN } },
+      ],
+      known: () => ["agreement", "label_mass"],
+    };
+    const found = breaches(subject, parseConditions("agreement<0.9,label_mass<0.5"));
+    expect(found.map((b) => [b.question, b.condition.metric])).toEqual([
+      ["b", "agreement"],
+      ["b", "label_mass"],
+    ]);
+    expect(() => breaches(subject, parseConditions("c.agreement<0.9"))).toThrow(/no question "c"/);
+    expect(() => breaches(subject, parseConditions("a.psi>0.1"))).toThrow(/question a has no metric "psi"/);
+  });
+
+  it("keeps PSI finite over an empty bin, with the documented floor", () => {
+    const value = psi([0.5, 0.5, 0], [0.4, 0.4, 0.2]);
+    const expected = 2 * (0.4 - 0.5) * Math.log(0.4 / 0.5) + (0.2 - PSI_EPSILON) * Math.log(0.2 / PSI_EPSILON);
+    expect(value).toBeCloseTo(expected, 12);
+    expect(psi([0.3, 0.7], [0.3, 0.7])).toBe(0);
+  });
+});
