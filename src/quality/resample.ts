@@ -45,10 +45,32 @@ export function recordKey(id: string): [number, number] {
   return [hashString(id, 0x9e3779b9), hashString(id, 0x7f4a7c15)];
 }
 
-/** Row indices in key order: the one order every computation over a question's rows uses. */
+/**
+ * Row indices in key order (hi, then lo, then the order given): the one order
+ * every computation over a question's rows uses. An LSD radix sort, 16 bits a
+ * pass and stable: four linear passes, where a comparison sort of a million
+ * rows compares about twenty million times.
+ */
 export function keyOrder(keys: RowKeys, n: number): Int32Array {
-  const { hi, lo } = keys;
-  return Int32Array.from({ length: n }, (_, i) => i).sort((a, b) => (hi[a] as number) - (hi[b] as number) || (lo[a] as number) - (lo[b] as number) || a - b);
+  let order = Int32Array.from({ length: n }, (_, i) => i);
+  let next = new Int32Array(n);
+  const count = new Int32Array(65537);
+  for (const [half, shift] of [
+    [keys.lo, 0],
+    [keys.lo, 16],
+    [keys.hi, 0],
+    [keys.hi, 16],
+  ] as const) {
+    count.fill(0);
+    for (let i = 0; i < n; i++) count[(((half[i] as number) >>> shift) & 0xffff) + 1]! += 1;
+    for (let d = 0; d < 65536; d++) count[d + 1]! += count[d] as number;
+    for (let i = 0; i < n; i++) {
+      const row = order[i] as number;
+      next[count[((half[row] as number) >>> shift) & 0xffff]!++] = row;
+    }
+    [order, next] = [next, order];
+  }
+  return order;
 }
 
 /** What a stream of keyed draws is for: the same seed gives unrelated numbers to different purposes. */

@@ -161,7 +161,9 @@ describe("Parquet output", () => {
       errors: localTarget(`${out}.errors.jsonl`),
       usage: undefined,
       output: {
+        // The fake evaluator's answers are skewed; this test is about the columns, so batch calibration is forced.
         calibration: "batch",
+        forceBatch: true,
         review: { policy: { thresholds: { team: 0.99 }, auditRate: 0, seed: 1 }, target: localTarget(join(dir, "review.parquet")) },
       },
       limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),
@@ -171,7 +173,10 @@ describe("Parquet output", () => {
     });
     expect(result.status).toBe("done");
     const csv = join(dir, "answers.csv");
-    await writeOutputs(`${out}.journal`, job, { target: localTarget(csv), format: "csv" }, localTarget(join(dir, "e.jsonl")), { calibration: "batch" });
+    await writeOutputs(`${out}.journal`, job, { target: localTarget(csv), format: "csv" }, localTarget(join(dir, "e.jsonl")), {
+      calibration: "batch",
+      forceBatch: true,
+    });
 
     const types = Object.fromEntries((await query(`DESCRIBE SELECT * FROM '${out}'`)).map((r) => [r["column_name"], r["column_type"]]));
     expect(types).toMatchObject({
