@@ -8,7 +8,7 @@ import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
 import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
-import { writeFileAtomic } from "./files.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
 
 /**
  * Streaming a million answers and gold rows makes garbage faster than V8
@@ -55,6 +55,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
   handler: async (args) => {
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
+    if (args.html) checkWritable(args.html, "--html");
     const { questions, idField } = jobQuestions(args.job);
     const a = await assess(args.answers, args.gold, {
       questions,
@@ -66,7 +67,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       bootstrap: args.bootstrap,
     });
     const failed = failedConditions(a, conditions);
-    if (args.html) writeFileAtomic(args.html, assessmentHtml(a));
+    if (args.html) writeFileAtomic(args.html, assessmentHtml(a), "--html");
     process.stdout.write(
       args.json
         ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, actual: f.actual })) }, null, 2)}\n`

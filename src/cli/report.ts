@@ -2,7 +2,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { displayLabels, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";
-import { writeFileAtomic } from "./files.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
 
 function withReportOptions<T>(y: Argv<T>) {
   return y
@@ -26,9 +26,10 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
   builder: withReportOptions,
   handler: async (args) => {
     favourSize();
+    const output = args.output ?? `${args.answers}.report.html`;
+    checkWritable(output, "--output");
     const { questions } = jobQuestions(args.job);
     const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage });
-    const output = args.output ?? `${args.answers}.report.html`;
     writeFileAtomic(output, reportHtml(report));
     if (args.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else {
