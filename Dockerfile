@@ -4,7 +4,13 @@
 #
 #   docker build -t typed-eval .
 #   docker run --rm -v typed-eval-models:/models -v "$PWD:/state" typed-eval run data.jsonl --job /app/jobs/support-triage.json
-#   docker run --rm -p 8787:8787 -v typed-eval-models:/models typed-eval serve --host 0.0.0.0
+#   # serve needs an accounts file (/state/accounts.json by default): create one in a volume, once; the key prints once
+#   docker run --rm -v typed-eval-state:/state typed-eval keys create --account dev
+#   docker run --rm -p 8787:8787 -v typed-eval-models:/models -v typed-eval-state:/state typed-eval serve --host 0.0.0.0
+#
+# Keep the ENTRYPOINT when scheduling the image (Kubernetes: set args, not
+# command): it runs tini as PID 1, which forwards SIGTERM to typed-eval and
+# reaps zombies; a command that replaces it makes Node PID 1.
 #
 # Debian, not Alpine: llama.cpp's prebuilt binaries need glibc.
 FROM node:20-bookworm-slim AS build

@@ -20,10 +20,12 @@ function newestSource(dir) {
 
 const srcDir = join(root, "src");
 const compiled = existsSync(stamp) && (!existsSync(srcDir) || statSync(stamp).mtimeMs >= newestSource(srcDir));
+let entry;
 if (compiled) {
-  await import(pathToFileURL(join(root, "dist", "cli", "main.js")).href);
+  entry = await import(pathToFileURL(join(root, "dist", "cli", "main.js")).href);
 } else {
   const { register } = await import("tsx/esm/api");
   register();
-  await import(pathToFileURL(join(srcDir, "cli", "main.ts")).href);
+  entry = await import(pathToFileURL(join(srcDir, "cli", "main.ts")).href);
 }
+await entry.main();

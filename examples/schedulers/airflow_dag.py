@@ -6,9 +6,17 @@ Two forms of the same job:
   built by ``Dockerfile`` at the repository root. The API key comes from a
   Kubernetes secret. The summary goes to ``/airflow/xcom/return.json`` and on
   to XCom.
-- ``triage_bash``: the CLI installed on the workers, called from a Python
-  task that maps exit codes exactly. The key comes from an Airflow
-  connection.
+- ``triage_bash``: the CLI installed on the workers (``npm install -g``, so
+  ``typed-eval`` is on the worker's PATH), called from a Python task that
+  maps exit codes exactly. The key comes from an Airflow connection and is
+  added to the worker's environment, never in place of it: PATH, HOME and
+  the AWS credential chain (AWS_PROFILE, ~/.aws, the instance role's
+  variables) pass through. (With a BashOperator instead, ``env=`` replaces
+  the environment unless ``append_env=True``.)
+
+The pod form passes only ``arguments``: the image's entrypoint (tini, then
+``typed-eval``) stays, so tini is PID 1 and forwards SIGTERM to the runner.
+Setting ``cmds`` would replace the entrypoint and drop tini.
 
 The journal of an S3 output lives in S3 beside it (``<output>.journal/``), so
 a retry on another worker or in a new pod resumes where the last one stopped:
@@ -25,10 +33,14 @@ Output paths are partitioned by ``{{ ds }}``, so each night starts fresh and a
 rerun of the same night resumes.
 
 Not run by CI: these machines have neither Airflow nor Kubernetes.
+test/examples/schedulers.test.ts runs both forms' command lines as written
+(``run_args`` below, with the pod's and the worker's additions) against a
+local S3-compatible server and a local endpoint serving a generated model.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from datetime import datetime, timedelta
 
@@ -44,6 +56,7 @@ SHARDS = 4
 RESUMABLE = {3, 130, 143}
 NO_INPUT = 6
 IMAGE = "registry.example.com/typed-eval:0.1.0"
+BASE_URL = "https://api.example.com"
 DEFAULTS = {
     "retries": 4,
     "retry_delay": timedelta(minutes=2),
@@ -67,7 +80,7 @@ def run_args(shard: int, ds: str) -> list[str]:
         "--job", "/app/jobs/support-triage.json",
         "--shard", f"{shard}/{SHARDS}",
         "--output", f"s3://acme-support/answers/{ds}/part-{shard}.jsonl",
-        "--base-url", "https://api.example.com",
+        "--base-url", BASE_URL,
         "--rpm", "300", "--tps", "60000",
         "--max-error-rate", "0.001",
     ]
@@ -106,7 +119,7 @@ with DAG(dag_id="typed_eval_triage_k8s", **NIGHTLY) as triage_k8s:
             task_id=f"shard_{i}_of_{SHARDS}",
             name=f"typed-eval-shard-{i}",
             image=IMAGE,
-            cmds=["typed-eval"],
+            # No cmds: the image's ENTRYPOINT (tini -- typed-eval) stays, with tini as PID 1.
             arguments=run_args(i, "{{ ds }}") + ["--summary-json", "/airflow/xcom/return.json"],
             secrets=[Secret("env", "TYPED_EVAL_API_KEY", "typed-eval-api", "key")],
             container_resources=k8s.V1ResourceRequirements(
@@ -126,13 +139,23 @@ def run_shard(shard: int, ds: str, **_context) -> dict:
     summary_path = f"/var/lib/typed-eval/{ds}/part-{shard}.summary.json"
     args = run_args(shard, ds)
     code = subprocess.call(
-        ["/opt/typed-eval/bin/typed-eval.js", *args, "--summary-json", summary_path],
-        env={"TYPED_EVAL_API_KEY": key, "PATH": "/usr/bin:/bin"},
+        ["typed-eval", *args, "--summary-json", summary_path],
+        # Added to the worker's environment, not instead of it: PATH, HOME and AWS_* pass through.
+        env={**os.environ, "TYPED_EVAL_API_KEY": key},
         cwd="/var/lib/typed-eval",
     )
     fail_by_exit_code(code, f"shard {shard}/{SHARDS}")
     with open(summary_path, encoding="utf-8") as f:
         return json.load(f)  # the usage summary, pushed to XCom
+
+
+# DRIFT GATE (placeholder, not active): after the shards, compare tonight's
+# labels with last night's and fail the night when they moved too far, e.g.
+#   typed-eval report s3://acme-support/answers/{{ ds }}/part-1.jsonl \
+#     --compare s3://acme-support/answers/{{ prev_ds }}/part-1.jsonl --fail-if "<metric>> <bound>"
+# `report --compare ... --fail-if` is being built; add this task (downstream
+# of every shard) once it ships, with the exit code it documents mapped in
+# fail_by_exit_code.
 
 
 with DAG(dag_id="typed_eval_triage_bash", **NIGHTLY) as triage_bash:

@@ -4,7 +4,8 @@ import { validateRequest } from "../api/validate.js";
 import { UnprocessableEntityError } from "../api/errors.js";
 import { EXIT } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
-import { readInput } from "./input.js";
+import { isStdin, readInput } from "./input.js";
+import { describeSystemError } from "../api/system-errors.js";
 import { openModelFromArgs, withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
 
@@ -45,7 +46,15 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
       raw = await readInput(args.state);
     } catch (error) {
       throw new UsageError(
-        `cannot read the state ${args.state}: ${(error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (error as Error).message}`,
+        `cannot read the state ${args.state}: ${(error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (describeSystemError(error) ?? (error as Error).message)}`,
+      );
+    }
+    // Nothing piped in (or an empty file) is a mistake, not a state to ask about.
+    if (raw.trim() === "") {
+      throw new UsageError(
+        isStdin(args.state)
+          ? "the state is empty: nothing came on stdin; pipe a state in (echo '{...}' | typed-eval ask ...) or name a file with --state"
+          : `the state ${args.state} is empty: name a file that holds the state`,
       );
     }
     let state: unknown = raw;

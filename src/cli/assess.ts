@@ -9,7 +9,7 @@ import { assessmentHtml } from "../quality/report.js";
 import { describeSuspects, Suspects } from "../quality/suspects.js";
 import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
-import { writeFileAtomic } from "./files.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
 
 /**
  * Streaming a million answers and gold rows makes garbage faster than V8
@@ -60,6 +60,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
   handler: async (args) => {
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
+    if (args.html) checkWritable(args.html, "--html");
     const { questions, idField } = jobQuestions(args.job);
     const suspects = args.suspects !== undefined ? new Suspects() : undefined;
     const a = await assess(args.answers, args.gold, {
@@ -78,7 +79,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       a.suspects = suspects.summary();
     }
     const failed = failedConditions(a, conditions);
-    if (args.html) writeFileAtomic(args.html, assessmentHtml(a));
+    if (args.html) writeFileAtomic(args.html, assessmentHtml(a), "--html");
     process.stdout.write(
       args.json
         ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, question: f.question, actual: f.actual })) }, null, 2)}\n`

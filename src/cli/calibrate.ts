@@ -11,7 +11,7 @@ import { favourSize, jobQuestions } from "./assess.js";
 import { EXIT, type ExitCode } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
 import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
-import { writeFileAtomic } from "./files.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
 import { numeric } from "./checks.js";
 import { withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
@@ -144,6 +144,7 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
     if (fitted && !args.gold)
       throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
     if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");
+    checkWritable(args.output, "--output");
     favourSize();
     const { questions, idField } = jobQuestions(args.job);
     let { identity, model } = answersIdentity(args.answers);

@@ -1,7 +1,7 @@
 /**
  * Checks for numeric options, run by yargs as each option's `coerce` so that
  * a bad value stops the command before anything starts: one line naming the
- * flag and what it accepts, exit 2 (a `UsageError`).
+ * flag, what it accepts and the value given, exit 2 (a `UsageError`).
  */
 import { UsageError } from "./exit.js";
 
@@ -24,6 +24,12 @@ function accepts(rule: NumberRule): string {
   return kind;
 }
 
+function shown(value: unknown): string {
+  if (value === undefined || value === true) return "nothing";
+  // NaN from an environment default such as Number($TYPED_EVAL_PORT).
+  return typeof value === "number" ? String(value) : JSON.stringify(value);
+}
+
 /** A yargs `coerce` that accepts one finite number obeying `rule`, else throws a one-line UsageError. */
 export function numberRule(flag: string, rule: NumberRule): (value: unknown) => number {
   return (value: unknown) => {
@@ -35,19 +41,20 @@ export function numberRule(flag: string, rule: NumberRule): (value: unknown) => 
       (rule.min === undefined || x >= rule.min) &&
       (rule.above === undefined || x > rule.above) &&
       (rule.max === undefined || x <= rule.max);
-    if (!ok)
-      throw new UsageError(
-        `--${flag} takes ${accepts(rule)}, not ${typeof value === "number" && Number.isNaN(value) ? "something that is not a number" : JSON.stringify(value)}`,
-      );
+    if (!ok) throw new UsageError(`--${flag} takes ${accepts(rule)}, not ${shown(value)}`);
     return x;
   };
 }
 
-/** A numeric option: its yargs settings with the check attached. */
+/**
+ * A numeric option: its yargs settings with the check attached. Deliberately
+ * not yargs' `type: "number"`, which turns a word into NaN before the check
+ * sees it: the check converts, so the message can quote what was given.
+ */
 export function numeric<S extends { describe: string; default?: number; demandOption?: boolean }>(
   flag: string,
   rule: NumberRule,
   settings: S,
-): S & { type: "number"; coerce: (value: unknown) => number } {
-  return { ...settings, type: "number", coerce: numberRule(flag, rule) };
+): S & { requiresArg: true; coerce: (value: unknown) => number } {
+  return { ...settings, requiresArg: true, coerce: numberRule(flag, rule) };
 }

@@ -1,5 +1,6 @@
-import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { describeSystemError } from "../api/system-errors.js";
 import { UsageError } from "./exit.js";
 
 /**
@@ -21,21 +22,53 @@ export function folderFor(path: string, flag: string): void {
   }
 }
 
-/** Writes a whole text file under a temporary name and renames it, so a failure never leaves half a file. */
-export function writeFileAtomic(path: string, text: string, flag = "output"): void {
+/** Why a file cannot be created in `folder`, for the errors the file system gives. */
+function whyNotWritable(error: unknown, folder: string): string {
+  switch ((error as NodeJS.ErrnoException).code) {
+    case "EACCES":
+    case "EPERM":
+      return `no permission to create files in ${folder}`;
+    case "EROFS":
+      return `${folder} is on a read-only file system`;
+    case "ENOSPC":
+    case "EDQUOT":
+      return `no space left on the device holding ${folder}`;
+    default:
+      return describeSystemError(error) ?? (error as Error).message;
+  }
+}
+
+/**
+ * Checks, before any work is done, that a whole file can be written at
+ * `path`: its folder exists or can be made, the path is not a directory, and
+ * a file can be created beside it. Otherwise a usage error naming the flag.
+ */
+export function checkWritable(path: string, flag: string): void {
   folderFor(path, flag);
+  let why: string | undefined;
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) why = "it is a directory, not a file";
+  else {
+    const probe = `${path}.partial`;
+    try {
+      writeFileSync(probe, "");
+      rmSync(probe, { force: true });
+    } catch (error) {
+      why = whyNotWritable(error, dirname(path));
+    }
+  }
+  if (why !== undefined) throw new UsageError(`cannot write ${flag} ${path}: ${why}; choose another path`);
+}
+
+/** Writes a whole text file under a temporary name and renames it, so a failure never leaves half a file. */
+export function writeFileAtomic(path: string, text: string, flag = "--output"): void {
+  checkWritable(path, flag);
   const partial = `${path}.partial`;
   try {
     writeFileSync(partial, text);
     renameSync(partial, path);
   } catch (error) {
     rmSync(partial, { force: true });
-    const e = error as NodeJS.ErrnoException;
-    // A folder where the file goes, or no permission: one line, exit 2, never a stack trace.
-    if (e.code === "EISDIR" || e.code === "EACCES" || e.code === "EPERM" || e.code === "EROFS" || e.code === "ENOSPC") {
-      const why = e.code === "EISDIR" ? "it is a folder" : e.code === "ENOSPC" ? "the disk is full" : "no permission to write there";
-      throw new UsageError(`cannot write ${flag} ${path}: ${why}; choose another path`);
-    }
-    throw error;
+    // Space or permission lost since the check: still a line naming what was being written.
+    throw new UsageError(`cannot write ${flag} ${path}: ${whyNotWritable(error, dirname(path))}`);
   }
 }

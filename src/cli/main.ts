@@ -10,14 +10,13 @@ import { modelsCommand } from "./models.js";
 import { serveCommand } from "./serve.js";
 import { openapiCommand } from "./openapi.js";
 import { validateCommand } from "./validate.js";
-import { EXIT } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
-import { InvocationError } from "../api/errors.js";
 import { assessCommand, thresholdsCommand } from "./assess.js";
 import { reportCommand } from "./report.js";
 import { calibrateCommand } from "./calibrate.js";
 import { labelstudioCommand } from "./labelstudio.js";
-import { SourceError } from "../runner/input/source.js";
+import { ComposedUsage, exitWith } from "./boundary.js";
+import { quietThirdPartyNotices } from "./notices.js";
 
 const COMMANDS = [
   runCommand,
@@ -48,17 +47,13 @@ function onceEach(argv: Record<string, unknown>): true {
   return true;
 }
 
-/** One line and exit 2 for a usage error, wherever it is thrown. */
-function usageExit(err: unknown): void {
-  // yargs rewraps what a `coerce` throws (our option checks) as a YError: also a usage error.
-  if (err instanceof InvocationError || (err instanceof Error && err.name === "YError")) {
-    process.stderr.write(`typed-eval: ${(err as Error).message}\n`);
-    process.exit(err instanceof SourceError && err.absent ? EXIT.noInput : EXIT.usage);
-  }
-}
-
-try {
-  await yargs(hideBin(process.argv))
+/**
+ * Parses `argv` and runs its command. Every failure is thrown (never printed
+ * here), so the boundary in `main` ends each the same way and tests can run
+ * commands in this process.
+ */
+export async function typedEval(argv: readonly string[]): Promise<void> {
+  await yargs([...argv])
     .scriptName("typed-eval")
     .check(onceEach, true)
     .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
@@ -67,20 +62,27 @@ try {
     .strict()
     .recommendCommands()
     .fail((msg, err, y) => {
-      // Bad invocation, job file, input, registry, download or accounts file: one line, exit 2.
-      usageExit(err);
+      // A command's error, or a check of ours (rewrapped by yargs as a YError): the boundary decides.
       if (err) throw err;
       // No command: the overview. A mistake in a command's options: one line, and where to read more.
-      const command = hideBin(process.argv).find((a) => !a.startsWith("-"));
-      if (command === undefined || !COMMANDS.some((c) => String(c.command).split(" ")[0] === command)) process.stderr.write(`${y.help()}\n\n${msg}\n`);
-      else process.stderr.write(`typed-eval: ${msg}\nSee: typed-eval ${command} --help\n`);
-      process.exit(EXIT.usage);
+      const command = argv.find((a) => !a.startsWith("-"));
+      if (command === undefined || !COMMANDS.some((c) => String(c.command).split(" ")[0] === command)) throw new ComposedUsage(`${y.help()}\n\n${msg}`);
+      throw new UsageError(`${msg}\nSee: typed-eval ${command} --help`);
     })
     .help()
     .version()
     .parseAsync();
-} catch (err) {
-  // What yargs throws past `fail` (a check in a middleware): the same one-line treatment.
-  usageExit(err);
-  throw err;
+}
+
+/** The process: `typed-eval` with the process's arguments, every error through one boundary. */
+export async function main(): Promise<void> {
+  quietThirdPartyNotices();
+  // What escapes a command's promise later (an emitter's error, a stray rejection) ends the same way.
+  process.on("uncaughtException", (error) => exitWith(error));
+  process.on("unhandledRejection", (reason) => exitWith(reason));
+  try {
+    await typedEval(hideBin(process.argv));
+  } catch (error) {
+    exitWith(error);
+  }
 }

@@ -3,7 +3,7 @@ import type { ArgsOf } from "./args.js";
 import { applyGate, displayLabels, GATE_METRICS, reportConditions, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";
 import { EXIT } from "../api/exit-codes.js";
-import { writeFileAtomic } from "./files.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
 
 function withReportOptions<T>(y: Argv<T>) {
   return y
@@ -33,10 +33,11 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
     favourSize();
     // Read before the answers, so a misspelt gate costs no pass over a night's answers.
     const conditions = args["fail-if"] ? reportConditions(args["fail-if"], args.compare !== undefined) : [];
+    const output = args.output ?? `${args.answers}.report.html`;
+    checkWritable(output, "--output");
     const { questions } = jobQuestions(args.job);
     const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage, job: args.job });
     const breaches = args["fail-if"] ? applyGate(report, conditions) : [];
-    const output = args.output ?? `${args.answers}.report.html`;
     writeFileAtomic(output, reportHtml(report));
     if (args.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else {

@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { createServer } from "node:net";
 import type { Argv, CommandModule } from "yargs";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { createLogger } from "../logging/logger.js";
@@ -8,6 +9,7 @@ import { startServer } from "../server/serve.js";
 import { EXIT } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
+import { AliasError } from "../evaluator/router.js";
 import { openModelFromArgs, withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
 import { accountsFileOption } from "./keys.js";
@@ -66,6 +68,21 @@ function withServeOptions<T>(y: Argv<T>) {
   );
 }
 
+/**
+ * Rejects with the listen error (address in use, not this machine's, a
+ * privileged port) when `host:port` cannot be listened on now, so a taken
+ * port is reported before a model loads, not after. The real listen is
+ * still checked: something may take the port in between.
+ */
+function canListen(host: string, port: number): Promise<void> {
+  if (port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 /** `typed-eval serve`: the System One v1 HTTP API. */
 export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>> = {
   command: "serve",
@@ -91,25 +108,31 @@ export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>
       process.exitCode = EXIT.usage;
       return;
     }
+    if (args["metrics-port"] !== undefined && args["metrics-port"] === args.port && args.port !== 0) {
+      throw new UsageError(`--metrics-port ${args.port} is the API's --port: choose another port for the metrics, or leave it out`);
+    }
+    await canListen(args.host, args.port);
+    if (args["metrics-port"] !== undefined) await canListen(args.host, args["metrics-port"]);
     const evaluator = await openModelFromArgs(args, { announce: true, models: args.models, sequences: args.sequences });
+    let server: Awaited<ReturnType<typeof startServer>>;
     try {
       for (const { alias, target } of aliases) evaluator.addAlias(alias, target);
+      server = await startServer({
+        host: args.host,
+        port: args.port,
+        evaluator,
+        accounts,
+        logger,
+        maxQueue: args["max-queue"],
+        bodyLimit: args["body-limit"],
+        shutdownGraceMs: args["shutdown-grace"],
+        lenient: args.lenient,
+        metricsPort: args["metrics-port"],
+      });
     } catch (error) {
       await evaluator.close();
-      throw new UsageError((error as Error).message);
+      throw error instanceof AliasError ? new UsageError(error.message) : error;
     }
-    const server = await startServer({
-      host: args.host,
-      port: args.port,
-      evaluator,
-      accounts,
-      logger,
-      maxQueue: args["max-queue"],
-      bodyLimit: args["body-limit"],
-      shutdownGraceMs: args["shutdown-grace"],
-      lenient: args.lenient,
-      metricsPort: args["metrics-port"],
-    });
     const stop = (signal: string) => {
       void server.shutdown(signal).then(() => process.exit(EXIT.ok));
     };

@@ -10,6 +10,8 @@ import type { ModelEntry } from "../models/registry.js";
 import type { Evaluator } from "./evaluator.js";
 import { RemoteEvaluator, type RemoteOptions } from "./remote.js";
 import { ModelRouter } from "./router.js";
+import { InvocationError } from "../api/errors.js";
+import { describeSystemError } from "../api/system-errors.js";
 
 export interface OpenLocalOptions {
   registry: ModelRegistry;
@@ -91,16 +93,25 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     }
     await pullModel(entry, file, options.onProgress ? { onProgress: options.onProgress } : {});
   }
+  if (!statSync(file).isFile()) throw new RegistryError(`model file ${file} is a directory, not a GGUF file: name the .gguf file in it`);
   // A file given by --model-path is the registry's model only when its bytes are the registry's.
   const sha256 = options.modelPath ? await cachedSha256(file, options.modelsDir ?? defaultModelsDir()) : entry.source?.sha256;
   const registryWeights = !options.modelPath || (entry.source !== undefined && entry.source.sha256 === sha256);
-  const engine = await LlamaEngine.load({
-    modelPath: file,
-    contextSize: Math.min(entry.context_size, options.contextSize ?? DEFAULT_CONTEXT),
-    ...(options.threads ? { threads: options.threads } : {}),
-    ...(options.gpu ? { gpu: options.gpu } : {}),
-    ...(options.sequences ? { sequences: options.sequences } : {}),
-  });
+  let engine: LlamaEngine;
+  try {
+    engine = await LlamaEngine.load({
+      modelPath: file,
+      contextSize: Math.min(entry.context_size, options.contextSize ?? DEFAULT_CONTEXT),
+      ...(options.threads ? { threads: options.threads } : {}),
+      ...(options.gpu ? { gpu: options.gpu } : {}),
+      ...(options.sequences ? { sequences: options.sequences } : {}),
+    });
+  } catch (error) {
+    if (error instanceof InvocationError) throw error;
+    // llama.cpp says only "Failed to load model" for a truncated or unsupported file: name the file.
+    const why = describeSystemError(error) ?? `${(error as Error).message} (a truncated or unsupported GGUF file, or too little memory)`;
+    throw new RegistryError(`cannot load model file ${file}: ${why}`, { cause: error });
+  }
   options.onBackend?.(engine.backend, entry.name);
   const template: ChatTemplate = entry.template ? (TEMPLATES[entry.template] as ChatTemplate) : detectTemplate(engine.chatTemplate);
   if (registryWeights) {

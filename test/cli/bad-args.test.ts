@@ -1,13 +1,14 @@
 /**
  * Every command with each kind of bad argument: exit 2, one line naming what
- * is wrong, never a stack trace, and nothing loaded or written first.
+ * is wrong, never a stack trace, and nothing loaded or written first. In this
+ * process, through the same parser and boundary as the CLI (test/cli/boundary
+ * spawns the real process for the cases where the process is the point).
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import pLimit from "p-limit";
 import { describe, expect, it } from "vitest";
-import { runCli } from "../support/cli.js";
+import { runInProcess } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-badargs-"));
@@ -18,7 +19,6 @@ writeFileSync(aFile, "not a folder");
 writeFileSync(join(dir, "answers.jsonl"), `${JSON.stringify({ id: "T-1000", answers: { wants_refund: { type: "noul", noul: 0.2 } } })}\n`);
 // No model file anywhere: a command that got past its checks would try to download and fail differently.
 const env = {
-  ...process.env,
   TYPED_EVAL_MODEL_PATH: undefined,
   TYPED_EVAL_MODELS_DIR: join(dir, "models"),
   HF_ENDPOINT: "http://127.0.0.1:9",
@@ -75,7 +75,7 @@ const cases: [string[], RegExp][] = [
 describe("bad arguments", () => {
   it("an absent input exits 6 (a scheduler maps it to skipped), with one line", async () => {
     for (const command of ["estimate", "run"]) {
-      const r = await runCli([command, join(dir, "missing.jsonl"), "--job", job], { cwd: dir, env });
+      const r = await runInProcess([command, join(dir, "missing.jsonl"), "--job", job], env);
       expect(r.stderr).toMatch(/cannot read input .*missing\.jsonl: ENOENT/);
       expect(r.code).toBe(6);
       expect(r.stderr).not.toMatch(/\n\s+at /);
@@ -83,8 +83,8 @@ describe("bad arguments", () => {
   }, 60_000);
 
   it(`each of ${cases.length} mistakes exits 2 with one clear line and no stack trace`, async () => {
-    const limit = pLimit(4);
-    const results = await Promise.all(cases.map(([args]) => limit(() => runCli(args, { cwd: dir, env }))));
+    const results = [];
+    for (const [args] of cases) results.push(await runInProcess(args, env));
     results.forEach((r, i) => {
       const [args, message] = cases[i]!;
       const label = args.join(" ");

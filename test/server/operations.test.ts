@@ -50,14 +50,14 @@ function cli(args: string[], env: Record<string, string> = {}) {
 describe("typed-eval keys and serve", () => {
   it("keys create prints a key once and stores only its hash", () => {
     const file = join(mkdtempSync(join(tmpdir(), "te-keys-")), "accounts.json");
-    const made = cli(["keys", "create", "--account", "acme", "--models", "tiny", "other", "--accounts-file", file]);
+    const made = cli(["keys", "create", "--account", "acme", "--models", "default", "qwen2.5-0.5b-instruct-1.0.0", "--accounts-file", file]);
     expect(made.status).toBe(0);
     const key = made.stdout.trim();
     expect(key).toMatch(/^te_[A-Za-z0-9_-]{32}$/);
     const stored = readFileSync(file, "utf8");
     expect(stored).not.toContain(key);
     expect(JSON.parse(stored)).toMatchObject({
-      accounts: [{ name: "acme", models: ["tiny", "other"], keys: [{ sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }] }],
+      accounts: [{ name: "acme", models: ["default", "qwen2.5-0.5b-instruct-1.0.0"], keys: [{ sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }] }],
     });
     const second = cli(["keys", "create", "--account", "acme", "--accounts-file", file]);
     expect(second.stdout.trim()).not.toBe(key);
