@@ -441,7 +441,12 @@ export const runCommand: CommandModule<object, RunArgs> = {
           usage: output === "-" ? undefined : target(`${output}.usage.json`),
           summaryJson: args["summary-json"] === undefined ? undefined : target(args["summary-json"]),
           output: shaping?.policy,
-          fence: lock,
+          fence: {
+            assertHeld: () => {
+              lock?.assertHeld();
+              mirror?.assertShipping();
+            },
+          },
           inputId: args.input === "-" ? "stdin" : isS3(args.input) ? args.input : resolve(args.input),
           limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps }),
           concurrency,

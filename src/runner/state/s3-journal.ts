@@ -65,6 +65,8 @@ export class S3Journal {
   private flushing: Promise<void> = Promise.resolve();
   /** Flush failures, for the log (a later flush retries them). */
   onError: ((error: unknown) => void) | undefined;
+  /** The last flush's failure past the storage retries, until a flush succeeds. */
+  private failed: StorageError | undefined;
 
   constructor(
     readonly location: string,
@@ -124,8 +126,26 @@ export class S3Journal {
 
   /** Ships what was appended since the last flush (whole lines) as one new segment. */
   flush(): Promise<void> {
-    this.flushing = this.flushing.catch(() => undefined).then(() => this.ship());
+    this.flushing = this.flushing
+      .catch(() => undefined)
+      .then(() => this.ship())
+      .then(
+        () => void (this.failed = undefined),
+        (error: unknown) => {
+          if (error instanceof StorageError) this.failed = error;
+          throw error;
+        },
+      );
     return this.flushing;
+  }
+
+  /**
+   * Throws the `StorageError` of a shipment that failed past the storage
+   * retries (until one succeeds): the run stops paying for records S3 cannot
+   * keep. Synchronous; the sender calls it with the lock's `assertHeld`.
+   */
+  assertShipping(): void {
+    if (this.failed) throw this.failed;
   }
 
   private async ship(): Promise<void> {
