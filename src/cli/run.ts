@@ -20,7 +20,8 @@ import { questionLabels } from "../evaluator/calibration.js";
 import { fieldsRead, parseShard, prepareItem, type Shard } from "../runner/input/records.js";
 import { firstRecords, sampleRecords } from "../runner/input/selection.js";
 import { RUN_DEFAULTS, runJob, type RunOptions } from "../runner/run.js";
-import { isS3 } from "../runner/s3.js";
+import { isS3, setStorageRetry, STORAGE_RETRY_MS } from "../runner/s3.js";
+import { LockLostError, StorageError, VERDICTS } from "../runner/verdict.js";
 import { openS3Source } from "../runner/input/s3-source.js";
 import { s3Target } from "../runner/output/s3-target.js";
 import { formatNamed, formatOf, openLocalSource } from "../runner/input/sources.js";
@@ -260,6 +261,16 @@ function withRunOptions<T>(y: Argv<T>) {
         { default: S3_FLUSH_MS / 1000, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
       ),
     )
+    .option(
+      "storage-retry",
+      numeric(
+        "storage-retry",
+        { min: 0 },
+        {
+          describe: `seconds S3 may fail (5xx, resets, timeouts) before the run stops, resumable (exit 9) (default: $TYPED_EVAL_STORAGE_RETRY or ${STORAGE_RETRY_MS / 1000})`,
+        },
+      ),
+    )
     .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
     .option(
       "max-retries",
@@ -343,6 +354,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
     setFlagsFromString("--optimize-for-size");
     const logger = createLogger();
     let lock: Lock | undefined;
+    if (args["storage-retry"] !== undefined) setStorageRetry(args["storage-retry"]);
+    let journalShown: string | undefined;
     try {
       // Where everything goes, checked before a model is loaded or downloaded.
       if (isStdin(args.input)) args.input = "-";
@@ -355,6 +368,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
       const journalLocation = args.journal ?? (isS3(output) ? `${output}.journal/` : defaultJournal(args, output));
       const remoteJournal = isS3(journalLocation) ? journalLocation : undefined;
       const journalPath = remoteJournal ? defaultJournal(args, output, remoteJournal) : journalLocation;
+      journalShown = remoteJournal ? `${journalPath} (mirrored to ${remoteJournal})` : journalPath;
       if (output !== "-" && !isS3(output) && args.input !== "-" && !isS3(args.input) && resolve(output) === resolve(args.input)) {
         throw new UsageError(`-o ${output} is the input itself: the answers would replace it; write them elsewhere`);
       }
@@ -432,6 +446,12 @@ export const runCommand: CommandModule<object, RunArgs> = {
           usage: output === "-" ? undefined : target(`${output}.usage.json`),
           summaryJson: args["summary-json"] === undefined ? undefined : target(args["summary-json"]),
           output: shaping?.policy,
+          fence: {
+            assertHeld: () => {
+              lock?.assertHeld();
+              mirror?.assertShipping();
+            },
+          },
           inputId: args.input === "-" ? "stdin" : isS3(args.input) ? args.input : resolve(args.input),
           limiter: new RunLimiter({ requestsPerMinute: args.rpm, tokensPerSecond: args.tps }),
           concurrency,
@@ -491,6 +511,16 @@ export const runCommand: CommandModule<object, RunArgs> = {
       );
       process.exitCode = code;
     } catch (error) {
+      // TODO(lifecycle): these become the storage-unavailable (9) and lock-lost (8) verdicts, with --summary-json written.
+      if (error instanceof StorageError || error instanceof LockLostError) {
+        const verdict = error instanceof StorageError ? "storage-unavailable" : "lock-lost";
+        const row = VERDICTS[verdict];
+        const code = row.exit();
+        const kept = journalShown ? ` Finished records are kept in ${journalShown}.` : "";
+        process.stderr.write(`typed-eval: ${row.headline}: ${error.message}.${kept} ${row.next}. Exit ${code}.\n`);
+        process.exitCode = code;
+        return;
+      }
       if (error instanceof LockedError) {
         process.stderr.write(`typed-eval: ${error.message}\n`);
         process.exitCode = EXIT.locked;

@@ -21,6 +21,7 @@ import { AbortRun, Sender, type Outcome } from "./send/send.js";
 import { SourceError, type Source, type SourceItem } from "./input/source.js";
 import { FailureWatch, runSummary, statusOf, type RunStatus } from "./output/summary.js";
 import { costOf, type UsageSummary } from "./output/usage.js";
+import { LockLostError, StorageError } from "./verdict.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {
@@ -87,6 +88,8 @@ export interface RunOptions {
   onProgress?: (progress: RunProgress) => void;
   /** The input the journal belongs to (a resolved path, an S3 location, "stdin"); a journal of another input is refused. */
   inputId?: string | undefined;
+  /** The run's lock (`Lock.assertHeld`): checked before every request and before the outputs are written. */
+  fence?: { assertHeld(): void } | undefined;
   /** Calibration, review routing and CSV options applied when the outputs are written. */
   output?: (OutputPolicy & { calibrationSource?: string | undefined; reviewFile?: string | undefined }) | undefined;
 }
@@ -119,6 +122,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     maxRetries: options.maxRetries ?? RUN_DEFAULTS.maxRetries,
     timeoutMs: options.timeoutMs,
     signal: abort.signal,
+    fence: options.fence,
   });
   const sent = sender.counts;
   const dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
@@ -229,6 +233,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
 
   let aborted: string | undefined;
   let status: RunStatus | undefined;
+  // The lock lost or the store gone: the run stops and the error is its verdict (the caller maps it).
+  let fatal: LockLostError | StorageError | undefined;
   // What this run spent, journaled as it goes: a killed run's requests and time are not lost.
   const spent = { at: started, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
   const journalSpending = (final = false) => {
@@ -261,7 +267,10 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       graceMs: options.graceMs ?? RUN_DEFAULTS.graceMs,
       halted: () => aborted !== undefined,
       onTaskError: (error) => {
-        if (error instanceof AbortRun) stopWith(error.message, "aborted", error);
+        if (error instanceof LockLostError || error instanceof StorageError) {
+          fatal ??= error;
+          stopWith(error.message, "aborted", error);
+        } else if (error instanceof AbortRun) stopWith(error.message, "aborted", error);
         else if (error instanceof AllFailed) stopWith(error.message, "all-failed", error);
         else if (!abort.signal.aborted) {
           stopWith(`internal error: ${(error as Error).message}`, "aborted", error);
@@ -288,6 +297,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   journalSpending(true);
   journal.close();
   await limiter.stop();
+  if (fatal) throw fatal;
   const base = {
     job,
     jobName: options.jobName,
@@ -303,6 +313,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     // Outputs are not written for a run that stopped early: they would look complete. The journal keeps the work.
     summary = runSummary(base, undefined, status ?? "aborted");
   } else {
+    options.fence?.assertHeld();
     const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
     status = statusOf(stats.read, written, options.maxErrorRate ?? RUN_DEFAULTS.maxErrorRate);
     const shaping = options.output;

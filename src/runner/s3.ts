@@ -8,8 +8,11 @@
  * `AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`) points it at any
  * S3-compatible server, with path-style addressing.
  */
-import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import type { Readable } from "node:stream";
+import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
 import { SourceError } from "./input/source.js";
+import { StorageError } from "./verdict.js";
 
 export function isS3(location: string): boolean {
   return location.startsWith("s3://");
@@ -29,6 +32,10 @@ export function s3Client(): S3Client {
   shared ??= new S3Client({
     ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
     region: process.env["AWS_REGION"] ?? process.env["AWS_DEFAULT_REGION"] ?? "us-east-1",
+    // One retry layer, `storageCall`'s: the SDK's own (3 attempts, then a retry quota) would end an outage in seconds.
+    maxAttempts: 1,
+    // A store that accepts the connection and then says nothing is a failed attempt, not a hang.
+    requestHandler: { connectionTimeout: 5_000, requestTimeout: 30_000 },
   });
   return shared;
 }
@@ -44,6 +51,85 @@ export function isMarker(key: string): boolean {
   return name.startsWith("_") || name.startsWith(".") || name.endsWith(".crc");
 }
 
+/** Default of `--storage-retry`: how long S3 may fail transiently before the run stops, resumable. */
+export const STORAGE_RETRY_MS = 120_000;
+
+/** Backoff between storage attempts: 250 ms doubling to 8 s, up to half of each delay taken off at random. */
+const STORAGE_BACKOFF: RetryPolicy = { maxRetries: Number.POSITIVE_INFINITY, initialMs: 250, maxBackoffMs: 8_000, jitter: 0.5, maxServerDelayMs: 0 };
+
+let retryWindowMs = Number(process.env["TYPED_EVAL_STORAGE_RETRY"]) * 1000 || STORAGE_RETRY_MS;
+
+/** Sets how long storage calls retry transient failures (`--storage-retry`, `$TYPED_EVAL_STORAGE_RETRY` seconds). */
+export function setStorageRetry(seconds: number): void {
+  retryWindowMs = seconds * 1000;
+}
+
+const TRANSIENT_CODES = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ECONNABORTED",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "UND_ERR_SOCKET",
+]);
+const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "RequestTimeoutException", "SlowDown", "InternalError", "ServiceUnavailable", "Throttling"]);
+
+function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+}
+
+/** Whether a storage error may pass by itself: 5xx, 408, 429, resets, refusals, timeouts. A 403 or a missing key will not. */
+export function isTransient(error: unknown): boolean {
+  const status = statusOf(error);
+  if (status !== undefined && (status >= 500 || status === 408 || status === 429)) return true;
+  const e = error as { name?: string; code?: string; cause?: { code?: string } };
+  return TRANSIENT_NAMES.has(e.name ?? "") || TRANSIENT_CODES.has(e.code ?? "") || TRANSIENT_CODES.has(e.cause?.code ?? "");
+}
+
+/** Whether the store refused this client (401, 403): retrying will not help, fixing credentials or policy will. */
+function isRefusal(error: unknown): boolean {
+  const status = statusOf(error);
+  const name = (error as { name?: string }).name;
+  return status === 401 || status === 403 || name === "AccessDenied" || name === "Forbidden" || name === "InvalidAccessKeyId";
+}
+
+/** What an S3 error says, in a few words. */
+export function describeS3Error(error: unknown): string {
+  const status = statusOf(error);
+  const e = error as { name?: string; code?: string; message?: string };
+  const what = e.code ?? e.name ?? "error";
+  return `${status ? `HTTP ${status} ` : ""}${what}${e.message && e.message !== what && !e.message.startsWith("UnknownError") ? `: ${e.message}` : ""}`;
+}
+
+/**
+ * Every S3 call of a run goes through here: transient failures are retried
+ * with jittered backoff for the storage retry window (120 s by default), then
+ * end as a `StorageError` (the resumable storage verdict), as does a refusal
+ * (403). Other errors (a missing key, a failed precondition) are the caller's.
+ */
+export async function storageCall<T>(what: string, location: string, op: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  const deadline = Date.now() + retryWindowMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await op();
+    } catch (error) {
+      if (error instanceof StorageError) throw error;
+      if (isRefusal(error)) throw new StorageError(`${what} ${location}: the store refused access (${describeS3Error(error)})`, location, { cause: error });
+      if (!isTransient(error)) throw error;
+      const wait = backoffMs(attempt, STORAGE_BACKOFF);
+      if (Date.now() + wait > deadline) {
+        throw new StorageError(`${what} ${location}: the store kept failing for ${Math.round(retryWindowMs / 1000)} s (${describeS3Error(error)})`, location, {
+          cause: error,
+        });
+      }
+      await sleep(wait, signal);
+    }
+  }
+}
+
 /** Whether an S3 error says the key (or object) is not there. */
 export function isMissingKey(error: unknown): boolean {
   const name = (error as { name?: string }).name;
@@ -56,7 +142,9 @@ export async function keysUnder(client: S3Client, bucket: string, prefix: string
   const markers: string[] = [];
   let token: string | undefined;
   do {
-    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    const page = await storageCall("listing", `s3://${bucket}/${prefix}`, () =>
+      client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token })),
+    );
     for (const o of page.Contents ?? []) {
       if (!o.Key || o.Key.endsWith("/")) continue;
       if (isMarker(o.Key.slice(prefix.length))) markers.push(o.Key);
@@ -65,4 +153,44 @@ export async function keysUnder(client: S3Client, bucket: string, prefix: string
     token = page.IsTruncated ? page.NextContinuationToken : undefined;
   } while (token);
   return { keys: keys.sort((a, b) => (a.key < b.key ? -1 : 1)), markers };
+}
+
+/**
+ * An object's bytes as they arrive; a transient failure mid-body (a reset, a
+ * stalled socket) resumes by a ranged GET where it was cut, within the
+ * storage retry window, so a long input survives a store that drops connections.
+ */
+export async function* objectBytes(client: S3Client, bucket: string, key: string, size: number): AsyncGenerator<Buffer> {
+  const location = `s3://${bucket}/${key}`;
+  let offset = 0;
+  let failingSince: number | undefined;
+  let attempt = 0;
+  while (offset < size) {
+    const from = offset;
+    const got = await storageCall("reading", location, () =>
+      client.send(new GetObjectCommand({ Bucket: bucket, Key: key, ...(from > 0 ? { Range: `bytes=${from}-` } : {}) })),
+    );
+    const body = got.Body as Readable;
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        offset += chunk.length;
+        failingSince = undefined;
+        attempt = 0;
+        yield chunk;
+      }
+      if (offset >= size) return;
+      throw Object.assign(new Error(`the body ended at byte ${offset} of ${size}`), { code: "ECONNRESET" });
+    } catch (error) {
+      if (!isTransient(error)) throw error;
+      failingSince ??= Date.now();
+      if (Date.now() - failingSince > retryWindowMs) {
+        throw new StorageError(`reading ${location}: the store kept failing for ${Math.round(retryWindowMs / 1000)} s (${describeS3Error(error)})`, location, {
+          cause: error,
+        });
+      }
+      await sleep(backoffMs(attempt++, STORAGE_BACKOFF));
+    } finally {
+      body.destroy();
+    }
+  }
 }

@@ -10,6 +10,7 @@
  */
 import { open } from "node:fs/promises";
 import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { storageCall } from "../s3.js";
 import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData, type RowGroup } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
 import { SourceError, type SourceItem } from "./source.js";
@@ -57,8 +58,11 @@ export function s3Ranges(client: S3Client, bucket: string, key: string, size: nu
     byteLength: size,
     slice: async (start, end = size) => {
       if (end <= start) return new ArrayBuffer(0);
-      const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${start}-${end - 1}` }));
-      const bytes = (await got.Body?.transformToByteArray()) ?? new Uint8Array(0);
+      // The body is read inside the retried call: a reset mid-body refetches the range.
+      const bytes = await storageCall("reading", `s3://${bucket}/${key}`, async () => {
+        const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${start}-${end - 1}` }));
+        return (await got.Body?.transformToByteArray()) ?? new Uint8Array(0);
+      });
       return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
     },
     close: async () => undefined,

@@ -1,7 +1,8 @@
 /** S3 inputs: `s3://bucket/key` reads one object; `s3://bucket/prefix/` every object under the prefix in key order, as one stream of records. */
-import type { Readable } from "node:stream";
-import { GetObjectCommand, HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { isMissingKey, keysUnder, parseS3, s3Client } from "../s3.js";
+import { Readable } from "node:stream";
+import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { isMissingKey, keysUnder, objectBytes, parseS3, s3Client, storageCall } from "../s3.js";
+import { StorageError } from "../verdict.js";
 import { parquetItems, s3Ranges } from "./parquet.js";
 import { SourceError, type Source, type SourceItem } from "./source.js";
 import { formatOf, itemsOf, type InputFormat, type SourceOptions } from "./sources.js";
@@ -35,11 +36,12 @@ export async function openS3Source(
           absent: true,
         });
     } else {
-      const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+      const head = await storageCall("reading", location, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
       objects = [{ key, size: head.ContentLength ?? 0 }];
     }
   } catch (error) {
-    if (error instanceof SourceError) throw error;
+    // A store that is down (or refuses us) is not a bad invocation: the run stops resumable, to be rerun once it is back.
+    if (error instanceof SourceError || error instanceof StorageError) throw error;
     const e = error as Error & { name: string };
     const missing = isMissingKey(e);
     throw new SourceError(`cannot read ${location}: ${missing ? "no such key" : e.message}`, { absent: missing });
@@ -57,7 +59,7 @@ export async function openS3Source(
       let records: AsyncGenerator<SourceItem>;
       if (kind === "parquet") records = parquetItems(async () => s3Ranges(client, bucket, object.key, object.size), name, seq, counter, options.fields);
       else {
-        body = (await client.send(new GetObjectCommand({ Bucket: bucket, Key: object.key }))).Body as Readable;
+        body = Readable.from(objectBytes(client, bucket, object.key, object.size), { objectMode: false });
         body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
         records = itemsOf(body, kind, name, seq);
       }

@@ -1,31 +1,65 @@
-/** S3 outputs, streamed by multipart upload (lib-storage `Upload`, 5 MiB parts, parts discarded on error). */
-import { PassThrough } from "node:stream";
+/**
+ * S3 outputs. The output is assembled on local disk first (under
+ * `.typed-eval/outputs/<bucket>/<key>`), then uploaded (lib-storage `Upload`,
+ * 5 MiB parts, parts discarded on error) with the storage retries. An upload
+ * that still fails keeps the assembled file and says where: nothing the model
+ * answered is lost, and the rerun writes and uploads it from the journal
+ * without asking the model again.
+ */
+import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { SourceError } from "../input/source.js";
-import { parseS3, s3Client } from "../s3.js";
+import { parseS3, s3Client, storageCall } from "../s3.js";
+import { StorageError } from "../verdict.js";
 import type { OutputTarget } from "./outputs.js";
 
-/** An output streamed to S3 by multipart upload; nothing is left behind if it fails. */
+/** Where S3 outputs are assembled before their upload ($TYPED_EVAL_STAGING, default .typed-eval/outputs). */
+function stagingDir(): string {
+  return process.env["TYPED_EVAL_STAGING"] ?? join(".typed-eval", "outputs");
+}
+
+/** An output assembled locally, then uploaded to S3; kept locally, named in the error, if the upload fails. */
 export function s3Target(location: string, client: S3Client = s3Client()): OutputTarget {
   const { bucket, key } = parseS3(location);
   if (!key || key.endsWith("/")) throw new SourceError(`an S3 output needs a key, not a prefix: ${location}`);
   return {
     describe: location,
     open: () => {
-      const stream = new PassThrough();
-      const upload = new Upload({ client, params: { Bucket: bucket, Key: key, Body: stream }, leavePartsOnError: false, partSize: 5 * 1024 * 1024 });
-      const done = upload.done();
-      done.catch(() => undefined);
+      const staged = join(stagingDir(), bucket, key);
+      const partial = `${staged}.partial`;
+      mkdirSync(dirname(staged), { recursive: true });
+      const stream = createWriteStream(partial);
+      const closed = () =>
+        new Promise<void>((resolve, reject) => {
+          if (stream.closed) return resolve();
+          stream.once("error", reject);
+          stream.end(() => resolve());
+        });
+      const upload = () =>
+        new Upload({
+          client,
+          params: { Bucket: bucket, Key: key, Body: createReadStream(staged) },
+          leavePartsOnError: false,
+          partSize: 5 * 1024 * 1024,
+        }).done();
       return {
         stream,
         commit: async () => {
-          stream.end();
-          await done;
+          await closed();
+          renameSync(partial, staged);
+          try {
+            await storageCall("uploading to", location, upload);
+          } catch (error) {
+            const why = error instanceof StorageError ? error.message : `uploading to ${location}: ${(error as Error).message}`;
+            throw new StorageError(`${why}; the output is kept at ${staged}, and rerunning the same command uploads it`, location, { cause: error });
+          }
+          rmSync(staged, { force: true });
         },
         abort: async () => {
-          await upload.abort().catch(() => undefined);
-          stream.destroy();
+          await closed().catch(() => undefined);
+          rmSync(partial, { force: true });
         },
       };
     },

@@ -17,6 +17,7 @@ import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
 import type { SystemOneRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
+import { LockLostError, StorageError } from "../verdict.js";
 import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
 
@@ -44,6 +45,8 @@ export interface SenderOptions {
   /** Per attempt, for remote endpoints. */
   timeoutMs?: number | undefined;
   signal: AbortSignal;
+  /** The run's lock: checked before every attempt, so a run whose lock was taken over sends nothing more. */
+  fence?: { assertHeld(): void } | undefined;
   /** For tests: the jitter. */
   random?: () => number;
 }
@@ -67,11 +70,14 @@ export class Sender {
     const random = this.options.random ?? Math.random;
     for (let attempt = 0; ; attempt++) {
       signal.throwIfAborted();
+      this.options.fence?.assertHeld();
       if (attempt > 0) await limiter.retryPermit(signal);
       try {
         const evaluation = await limiter.schedule(
           estimate,
           () => {
+            // Again at the wire: the limiter may have held this attempt for long.
+            this.options.fence?.assertHeld();
             counts.requests++;
             if (attempt > 0) counts.retries++;
             return evaluator.evaluate(request, {
@@ -88,6 +94,7 @@ export class Sender {
         return { ok: true, evaluation };
       } catch (error) {
         if (signal.aborted) throw signal.reason;
+        if (error instanceof LockLostError || error instanceof StorageError) throw error;
         if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
           throw new AbortRun(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
         }

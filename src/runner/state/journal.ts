@@ -155,10 +155,12 @@ export class Journal {
     const wanted = JSON.stringify(keep);
     const runs: RunEntry[] = [];
     let belongs: string | undefined;
+    let records = 0;
     const existed = existsSync(path) && statSync(path).size > 0;
     if (existed) {
       repairTail(path);
       for await (const entry of readJournal(path)) {
+        if (entry.k === "answer" || entry.k === "error") records++;
         if (entry.k === "answer") {
           done.add(entry.seq, entry.h);
           done.markKeep(entry.seq, JSON.stringify(Object.keys(entry.keep ?? {})) !== wanted);
@@ -166,6 +168,12 @@ export class Journal {
         else if (entry.k === "run") runs.push(entry);
         else if (entry.k === "input") belongs ??= entry.input;
       }
+    }
+    if (input !== undefined && belongs !== undefined && belongs !== input && records === 0) {
+      // A run that failed before finishing any record (a wrong input, a store that was down) binds nothing.
+      truncateSync(path, 0);
+      belongs = undefined;
+      runs.length = 0;
     }
     if (input !== undefined && belongs !== undefined && belongs !== input) {
       throw new JournalMismatchError(

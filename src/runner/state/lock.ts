@@ -8,15 +8,26 @@
  * host, no such process) is stale and is taken over; taking over happens
  * under a second exclusive file, so two runs finding the same stale lock
  * cannot both take it. A lock held on another host (a shared filesystem) is
- * never presumed dead: the message says how to remove it.
+ * never presumed dead: the message says how to remove it. A lock naming this
+ * host and this very pid is a previous incarnation's (a restarted container
+ * keeps its hostname and pid 1), so it is stale too.
+ *
+ * Fencing: each holder writes a unique nonce; `assertHeld()` rereads the file
+ * (at most every 250 ms) and throws `LockLostError` once it names another
+ * holder or is gone, so a run whose lock was removed or taken over stops
+ * before its next request and before writing outputs.
  */
+import { randomUUID } from "node:crypto";
 import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
+import { LockLostError } from "../verdict.js";
 
 export interface LockHolder {
   host: string;
   pid: number;
   started: string;
+  /** Unique to one acquisition: tells a holder from a later one with the same host and pid. */
+  nonce?: string;
 }
 
 export class LockedError extends Error {
@@ -24,25 +35,47 @@ export class LockedError extends Error {
   constructor(
     readonly path: string,
     readonly holder: LockHolder | undefined,
+    /** When the lock lapses if its holder stops renewing it (S3 locks); undefined for a lock held until released. */
+    readonly expires?: Date,
   ) {
     super(
       holder
-        ? `another run holds ${path}: pid ${holder.pid} on ${holder.host}, started ${holder.started}. Wait for it to finish${holder.host === hostname() ? "" : `, or if that run is gone, delete ${path}`}`
+        ? `another run holds ${path}: pid ${holder.pid} on ${holder.host}, started ${holder.started}. ${
+            expires
+              ? `Wait for it to finish; if that run is gone, its lock expires at ${expires.toISOString()}: rerun after that`
+              : `Wait for it to finish${holder.host === hostname() ? "" : `, or if that run is gone, delete ${path}`}`
+          }`
         : `another run holds ${path} (its lock is unreadable); if no run is going, delete ${path}`,
     );
   }
 }
 
+/** A held lock: the fence every request and every output write passes. */
 export interface Lock {
   readonly path: string;
+  /** True once this run is known not to hold its lock any more (taken over, removed, or lapsed unrenewed). */
+  readonly lost: boolean;
+  /**
+   * Throws `LockLostError` (or `StorageError` when the store kept the lock from
+   * being renewed) unless this run still holds its lock. Synchronous and cheap:
+   * call it before each request and before writing any output.
+   */
+  assertHeld(): void;
   release(): void | Promise<void>;
+}
+
+/** Whether a lock's holder is provably gone: on this host, and its pid dead or our own (a previous incarnation's). */
+export function deadHere(holder: LockHolder, me: LockHolder): boolean {
+  if (holder.host !== me.host) return false;
+  if (holder.pid === me.pid) return holder.nonce !== me.nonce;
+  return !alive(holder.pid);
 }
 
 function readHolder(path: string): LockHolder | undefined {
   try {
     const holder = JSON.parse(readFileSync(path, "utf8")) as Partial<LockHolder>;
     return typeof holder.pid === "number" && typeof holder.host === "string"
-      ? { host: holder.host, pid: holder.pid, started: String(holder.started) }
+      ? { host: holder.host, pid: holder.pid, started: String(holder.started), ...(typeof holder.nonce === "string" ? { nonce: holder.nonce } : {}) }
       : undefined;
   } catch {
     return undefined;
@@ -78,11 +111,11 @@ const TAKEOVER_STALE_MS = 10_000;
 
 /** Takes the lock at `path`, or throws `LockedError` naming its holder. */
 export function acquireLock(path: string): Lock {
-  const me: LockHolder = { host: hostname(), pid: process.pid, started: new Date().toISOString() };
-  const lock = { path, release: () => releaseIfOurs(path) };
+  const me: LockHolder = { host: hostname(), pid: process.pid, started: new Date().toISOString(), nonce: randomUUID() };
+  const lock = fencedLock(path, me);
   if (create(path, me)) return lock;
   const holder = readHolder(path);
-  const stale = holder !== undefined && holder.host === me.host && holder.pid !== me.pid && !alive(holder.pid);
+  const stale = holder !== undefined && deadHere(holder, me);
   if (!stale) throw new LockedError(path, holder);
   const takeover = `${path}.takeover`;
   try {
@@ -94,7 +127,7 @@ export function acquireLock(path: string): Lock {
   try {
     // Still the same stale holder? (Another run may have taken over between our reads.)
     const now = readHolder(path);
-    if (!now || now.pid !== holder.pid || now.host !== holder.host || alive(now.pid)) throw new LockedError(path, now);
+    if (!now || now.pid !== holder.pid || now.host !== holder.host || now.nonce !== holder.nonce || !deadHere(now, me)) throw new LockedError(path, now);
     unlinkSync(path);
     if (!create(path, me)) throw new LockedError(path, readHolder(path));
     return lock;
@@ -103,9 +136,31 @@ export function acquireLock(path: string): Lock {
   }
 }
 
-function releaseIfOurs(path: string): void {
+/** How often `assertHeld` rereads a local lock at most. */
+const RECHECK_MS = 250;
+
+function fencedLock(path: string, me: LockHolder): Lock {
+  let lost = false;
+  let checked = Date.now();
+  return {
+    path,
+    get lost() {
+      return lost;
+    },
+    assertHeld() {
+      if (!lost && Date.now() - checked >= RECHECK_MS) {
+        checked = Date.now();
+        lost = readHolder(path)?.nonce !== me.nonce;
+      }
+      if (lost) throw new LockLostError(`this run's lock ${path} was removed or taken over by another run`);
+    },
+    release: () => releaseIfOurs(path, me),
+  };
+}
+
+function releaseIfOurs(path: string, me: LockHolder): void {
   const holder = readHolder(path);
-  if (holder && holder.pid === process.pid && holder.host === hostname()) {
+  if (holder && holder.nonce === me.nonce) {
     try {
       unlinkSync(path);
     } catch {

@@ -1,0 +1,337 @@
+/**
+ * The storage half of the fault matrix: a real S3-compatible server (s3rver)
+ * behind a fault-injecting proxy (503s, resets, 403s from a given moment or
+ * for given keys), a real filesystem, the compiled CLI. Each case asserts the
+ * exit code, no stack trace, what is left behind, and that the rerun ends
+ * with every id exactly once and at most the documented bound paid twice.
+ * The fencing case (SIGSTOP past the S3 lock's expiry) runs with SOAK=1.
+ *
+ * TODO(lifecycle): once run.ts maps StorageError and LockLostError onto
+ * verdicts, also assert `--summary-json`'s verdict: "storage-unavailable"
+ * (exit 9) and "lock-lost" (exit 8); today those exits write no summary.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import S3rver from "s3rver";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SystemOneRequest } from "../../src/api/schema.js";
+import { plausibleAnswers } from "../support/answers.js";
+import { BIN, runCli } from "../support/cli.js";
+import { startS3Proxy, type S3Proxy } from "../support/s3-proxy.js";
+import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
+
+const SOAK = process.env["SOAK"] === "1";
+const STACK = /\n\s+at .+:\d+:\d+\)?\n/;
+
+let dir: string;
+let server: S3rver;
+let proxy: S3Proxy;
+let client: S3Client;
+let upstream: Upstream;
+/** Requests the endpoint received, per record id. */
+const asked = new Map<string, number>();
+/** Called with the running request count, to inject a fault at a given moment. */
+let onRequest: (count: number) => void = () => undefined;
+let delayMs = 5;
+let requests = 0;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "te-storage-"));
+  server = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: "data", configs: [] }] });
+  const address = await server.run();
+  proxy = await startS3Proxy(`http://127.0.0.1:${address.port}`);
+  client = new S3Client({
+    endpoint: `http://127.0.0.1:${address.port}`,
+    forcePathStyle: true,
+    region: "us-east-1",
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+  });
+  upstream = await startUpstream((_req, res, text) => {
+    const body = JSON.parse(text) as SystemOneRequest;
+    const id = String(body.state).split(" ")[1] ?? "";
+    asked.set(id, (asked.get(id) ?? 0) + 1);
+    onRequest(++requests);
+    setTimeout(
+      () => sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 3, output_tokens: 1 } }),
+      delayMs,
+    );
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await upstream?.close();
+  await proxy?.close();
+  await server?.close();
+});
+
+function reset(): void {
+  asked.clear();
+  requests = 0;
+  delayMs = 5;
+  onRequest = () => undefined;
+  proxy.faults([]);
+}
+
+const env = (extra: Record<string, string> = {}) => ({
+  ...process.env,
+  AWS_ENDPOINT_URL_S3: proxy.url,
+  AWS_ACCESS_KEY_ID: "S3RVER",
+  AWS_SECRET_ACCESS_KEY: "S3RVER",
+  TYPED_EVAL_API_KEY: "k",
+  TYPED_EVAL_LOG_LEVEL: "warn",
+  NODE_NO_WARNINGS: "1",
+  ...extra,
+});
+
+function jobFile(): string {
+  const path = join(dir, "job.json");
+  writeFileSync(path, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+  return path;
+}
+
+const lines = (prefix: string, n: number) =>
+  `${Array.from({ length: n }, (_, i) => JSON.stringify({ id: `${prefix}${i}`, text: `record ${prefix}${i}` })).join("\n")}\n`;
+
+async function put(key: string, body: string): Promise<void> {
+  await client.send(new PutObjectCommand({ Bucket: "data", Key: key, Body: body }));
+}
+
+async function get(key: string): Promise<string> {
+  return (await client.send(new GetObjectCommand({ Bucket: "data", Key: key }))).Body!.transformToString();
+}
+
+const idsOf = (text: string) =>
+  text
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as { id: string }).id);
+
+const paidTwice = () => [...asked.values()].filter((k) => k > 1).length;
+
+function expectEachOnce(ids: string[], n: number): void {
+  expect(ids).toHaveLength(n);
+  expect(new Set(ids).size).toBe(n);
+}
+
+function runArgs(input: string, output: string, extra: string[] = []): string[] {
+  return ["run", input, "--job", jobFile(), "-o", output, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "4", ...extra];
+}
+
+/** A pid that was alive a moment ago on this host and is not any more. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" });
+  return Number(child.stdout);
+}
+
+describe("storage faults (S3 behind a fault-injecting proxy)", () => {
+  for (const fault of [
+    { name: "503", rule: { status: 503 } },
+    { name: "connection resets", rule: { reset: true } },
+  ]) {
+    it(`the store behind the journal and the output answers ${fault.name} from mid-run on: exit 9, nothing finished is lost, the rerun repays at most what was in flight`, async () => {
+      reset();
+      const n = 200;
+      const name = `mid-${fault.name.replace(/\W/g, "")}`;
+      await put(`in/${name}.jsonl`, lines("m", n));
+      const cwd = join(dir, name);
+      mkdirSync(cwd, { recursive: true });
+      const args = runArgs(`s3://data/in/${name}.jsonl`, `s3://data/out/${name}.jsonl`, ["--journal-flush", "0.2", "--storage-retry", "1"]);
+      onRequest = (count) => {
+        if (count === 60) proxy.faults([fault.rule]);
+      };
+      const first = await runCli(args, { cwd, env: env() });
+      expect(first.stderr).not.toMatch(STACK);
+      expect(first.stderr).toMatch(/stopped: storage unavailable/);
+      expect(first.stderr).toMatch(/Finished records are kept in \.typed-eval\/journal-/);
+      expect(first.code).toBe(9);
+      const sentFirst = requests;
+      expect(sentFirst).toBeLessThan(n);
+      // The store is back: the rerun on this machine resumes from the local copy, ahead of S3.
+      proxy.faults([]);
+      const second = await runCli(args, { cwd, env: env() });
+      expect(second.stderr).not.toMatch(STACK);
+      expect(second.code).toBe(0);
+      expectEachOnce(idsOf(await get(`out/${name}.jsonl`)), n);
+      // Paid twice: at most the 4 requests in flight when the first run stopped.
+      expect(paidTwice()).toBeLessThanOrEqual(4);
+      // Every request sent, by both runs, is counted.
+      const usage = JSON.parse(await get(`out/${name}.jsonl.usage.json`)) as { requests: { sent: number } };
+      expect(usage.requests.sent).toBe(requests);
+      console.log(`matrix: S3 ${fault.name} mid-run: exit ${first.code}, rerun exit ${second.code}, paid twice ${paidTwice()}`);
+    }, 120_000);
+  }
+
+  it("the final S3 upload gets 403 after every record was paid: exit 9, the output kept on local disk, the rerun uploads it without asking the model", async () => {
+    reset();
+    const n = 50;
+    await put("in/c403.jsonl", lines("f", n));
+    const cwd = join(dir, "c403");
+    mkdirSync(cwd, { recursive: true });
+    const args = runArgs("s3://data/in/c403.jsonl", "s3://data/out/c403.jsonl", ["--storage-retry", "1"]);
+    proxy.faults([
+      { method: "PUT", path: /^\/data\/out\/c403\.jsonl(\?|$)/, status: 403 },
+      { method: "POST", path: /^\/data\/out\/c403\.jsonl(\?|$)/, status: 403 },
+    ]);
+    const first = await runCli(args, { cwd, env: env() });
+    expect(first.stderr).not.toMatch(STACK);
+    expect(first.stderr).toMatch(/the store refused access/);
+    const kept = /the output is kept at (\S+), and rerunning/.exec(first.stderr)?.[1];
+    expect(kept).toBe(".typed-eval/outputs/data/out/c403.jsonl");
+    expectEachOnce(idsOf(readFileSync(join(cwd, kept!), "utf8")), n);
+    expect(first.code).toBe(9);
+    expect(requests).toBe(n);
+    proxy.faults([]);
+    const second = await runCli(args, { cwd, env: env() });
+    expect(second.stderr).not.toMatch(STACK);
+    expect(second.code).toBe(0);
+    expect(requests).toBe(n);
+    expect(paidTwice()).toBe(0);
+    expectEachOnce(idsOf(await get("out/c403.jsonl")), n);
+    expect(existsSync(join(cwd, kept!))).toBe(false);
+    console.log(`matrix: final upload 403: exit ${first.code}, rerun exit ${second.code}, paid twice ${paidTwice()}`);
+  }, 120_000);
+
+  it("an unreachable S3 input at start is the resumable storage exit (9), not a usage error, and leaves no lock", async () => {
+    reset();
+    const cwd = join(dir, "unreachable");
+    mkdirSync(cwd, { recursive: true });
+    const r = await runCli(runArgs("s3://data/in/none.jsonl", "out.jsonl", ["--storage-retry", "1"]), {
+      cwd,
+      env: env({ AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${deadPort()}` }),
+    });
+    expect(r.stderr).not.toMatch(STACK);
+    expect(r.stderr).toMatch(/stopped: storage unavailable: reading s3:\/\/data\/in\/none\.jsonl: the store kept failing for 1 s \(ECONNREFUSED/);
+    expect(r.code).toBe(9);
+    expect(existsSync(join(cwd, "out.jsonl.journal.lock"))).toBe(false);
+    expect(requests).toBe(0);
+  }, 60_000);
+
+  describe("S3 locks", () => {
+    const lockAt = async (name: string, holder: object) => put(`out/${name}.jsonl.journal/lock.json`, JSON.stringify(holder));
+    const s3Run = async (name: string, n: number, extra: Record<string, string> = {}) => {
+      await put(`in/${name}.jsonl`, lines(name, n));
+      const cwd = join(dir, name);
+      mkdirSync(cwd, { recursive: true });
+      return runCli(runArgs(`s3://data/in/${name}.jsonl`, `s3://data/out/${name}.jsonl`), { cwd, env: env(extra) });
+    };
+
+    it("a live lock from another host refuses (exit 7) and says when it expires; a stale one is taken over", async () => {
+      reset();
+      const beat = new Date();
+      await lockAt("live", { host: "elsewhere", pid: 1, started: beat.toISOString(), nonce: "x", heartbeat: beat.toISOString() });
+      const live = await s3Run("live", 5);
+      expect(live.stderr).not.toMatch(STACK);
+      expect(live.stderr).toContain(`its lock expires at ${new Date(beat.getTime() + 60_000).toISOString()}`);
+      expect(live.code).toBe(7);
+      expect(requests).toBe(0);
+      const old = new Date(Date.now() - 120_000).toISOString();
+      await lockAt("stale", { host: "elsewhere", pid: 1, started: old, nonce: "x", heartbeat: old });
+      const stale = await s3Run("stale", 5);
+      expect(stale.code).toBe(0);
+      expectEachOnce(idsOf(await get("out/stale.jsonl")), 5);
+    }, 60_000);
+
+    it("a fresh lock held by a dead process on this host is taken over at once", async () => {
+      reset();
+      const now = new Date().toISOString();
+      await lockAt("deadpid", { host: hostname(), pid: deadPid(), started: now, nonce: "x", heartbeat: now });
+      const started = Date.now();
+      const r = await s3Run("deadpid", 5);
+      expect(r.stderr).not.toMatch(STACK);
+      expect(r.code).toBe(0);
+      // Not the 60 s expiry.
+      expect(Date.now() - started).toBeLessThan(45_000);
+      expectEachOnce(idsOf(await get("out/deadpid.jsonl")), 5);
+    }, 60_000);
+  });
+
+  describe("local locks", () => {
+    const localRun = (name: string, n: number) => {
+      const cwd = join(dir, name);
+      mkdirSync(cwd, { recursive: true });
+      writeFileSync(join(cwd, "in.jsonl"), lines(name, n));
+      return { cwd, run: () => runCli(runArgs("in.jsonl", "out.jsonl"), { cwd, env: env() }) };
+    };
+
+    it("a live holder refuses (exit 7); a dead pid on this host is taken over at once", async () => {
+      reset();
+      const live = localRun("local-live", 5);
+      writeFileSync(join(live.cwd, "out.jsonl.journal.lock"), JSON.stringify({ host: hostname(), pid: process.pid, started: new Date().toISOString() }));
+      const refused = await live.run();
+      expect(refused.stderr).not.toMatch(STACK);
+      expect(refused.code).toBe(7);
+      expect(requests).toBe(0);
+      const dead = localRun("local-dead", 5);
+      writeFileSync(join(dead.cwd, "out.jsonl.journal.lock"), JSON.stringify({ host: hostname(), pid: deadPid(), started: new Date().toISOString() }));
+      const taken = await dead.run();
+      expect(taken.code).toBe(0);
+      expect(existsSync(join(dead.cwd, "out.jsonl.journal.lock"))).toBe(false);
+      expectEachOnce(idsOf(readFileSync(join(dead.cwd, "out.jsonl"), "utf8")), 5);
+    }, 60_000);
+
+    it("a failed run's empty journal does not block the next real run on the same output", async () => {
+      reset();
+      const { cwd } = localRun("empty-journal", 5);
+      // A first run on another input that finishes no record: its endpoint is unreachable.
+      writeFileSync(join(cwd, "other.jsonl"), lines("o", 3));
+      const failed = await runCli(
+        runArgs("other.jsonl", "out.jsonl").map((a) => (a === upstream.url ? `http://127.0.0.1:${deadPort()}` : a)),
+        { cwd, env: env() },
+      );
+      expect(failed.code).toBe(3);
+      const real = await runCli(runArgs("in.jsonl", "out.jsonl"), { cwd, env: env() });
+      expect(real.stderr).not.toMatch(/holds the records of/);
+      expect(real.code).toBe(0);
+      expectEachOnce(idsOf(readFileSync(join(cwd, "out.jsonl"), "utf8")), 5);
+    }, 60_000);
+  });
+
+  it.runIf(SOAK)(
+    "fencing: a run paused (SIGSTOP) past its S3 lock's expiry, another taking over, then resumed: it sends nothing more, writes no output, exits 8",
+    async () => {
+      reset();
+      delayMs = 20;
+      const n = 400;
+      await put("in/fence.jsonl", lines("z", n));
+      const args = runArgs("s3://data/in/fence.jsonl", "s3://data/out/fence.jsonl", ["--journal-flush", "0.25"]);
+      const lockEnv = env({ TYPED_EVAL_S3_LOCK_STALE_MS: "2000" });
+      // Two working directories: two machines as far as the local journal copies go.
+      const [a, b] = [join(dir, "fence-a"), join(dir, "fence-b")];
+      mkdirSync(a, { recursive: true });
+      mkdirSync(b, { recursive: true });
+      const child = spawn(process.execPath, [BIN, ...args], { cwd: a, env: lockEnv, stdio: ["ignore", "ignore", "pipe"] });
+      let stderrA = "";
+      child.stderr.on("data", (d: Buffer) => (stderrA += d.toString()));
+      const exitedA = new Promise<number | null>((resolve) => child.on("exit", resolve));
+      while (requests < 80) await new Promise((r) => setTimeout(r, 20));
+      child.kill("SIGSTOP");
+      const atPause = requests;
+      await new Promise((r) => setTimeout(r, 3000));
+      const second = await runCli(args, { cwd: b, env: lockEnv });
+      expect(second.code).toBe(0);
+      const afterB = requests;
+      const outputB = await get("out/fence.jsonl");
+      child.kill("SIGCONT");
+      const codeA = await exitedA;
+      expect(stderrA).not.toMatch(STACK);
+      expect(stderrA).toMatch(/stalled past its lock's expiry|took the lock .* over/);
+      expect(codeA).toBe(8);
+      // The paused run sent nothing after it resumed, and did not overwrite the output.
+      expect(requests).toBe(afterB);
+      expect(await get("out/fence.jsonl")).toBe(outputB);
+      expectEachOnce(idsOf(outputB), n);
+      // Paid twice: what the first run finished in its last flush window (0.25 s) and had in flight, not what it did before.
+      console.log(`matrix: fencing SIGSTOP: A exit ${codeA}, B exit ${second.code}, paid twice ${paidTwice()} (A had sent ${atPause})`);
+      expect(paidTwice()).toBeLessThanOrEqual(60);
+    },
+    180_000,
+  );
+});
+
+/** A loopback port nothing listens on. */
+function deadPort(): number {
+  return 1;
+}
