@@ -8,6 +8,8 @@
  * - an operating-system or library error (address in use, permission, read-only
  *   or full file system, a directory where a file goes, a refused host, a file
  *   that is not GGUF): a problem with what was named, exit 2;
+ * - a store that failed past its retries (`StorageError`: S3 down, a disk
+ *   full) or a lock taken over (`LockLostError`): their verdicts' codes, 9 and 8;
  * - anything else: a bug, exit 70.
  */
 import { InvocationError } from "../api/errors.js";
@@ -15,6 +17,7 @@ import { EXIT, type ExitCode } from "../api/exit-codes.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { createLogger } from "../logging/logger.js";
 import { SourceError } from "../runner/input/source.js";
+import { LockLostError, StorageError, VERDICTS } from "../runner/verdict.js";
 
 export interface Ending {
   code: ExitCode;
@@ -35,6 +38,8 @@ export function endingOf(error: unknown): Ending {
   if (error instanceof InvocationError || (error instanceof Error && error.name === "YError")) {
     return { code: error instanceof SourceError && error.absent ? EXIT.noInput : EXIT.usage, text: `typed-eval: ${error.message}` };
   }
+  if (error instanceof StorageError) return { code: VERDICTS["storage-unavailable"].exit(), text: `typed-eval: ${error.message}` };
+  if (error instanceof LockLostError) return { code: VERDICTS["lock-lost"].exit(), text: `typed-eval: ${error.message}` };
   const system = describeSystemError(error);
   if (system !== undefined) return { code: EXIT.usage, text: `typed-eval: ${system}` };
   const message = error instanceof Error ? error.message : String(error);

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvocationError } from "../../src/api/errors.js";
 import { EXIT } from "../../src/api/exit-codes.js";
 import { endingOf } from "../../src/cli/boundary.js";
+import { LockLostError, StorageError } from "../../src/runner/verdict.js";
 import { quietThirdPartyNotices } from "../../src/cli/notices.js";
 import { BIN, type CliResult, runInProcess } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
@@ -87,6 +88,9 @@ describe("the boundary's mapping", () => {
       isDir = error;
     }
     expect(endingOf(isDir).code).toBe(EXIT.usage);
+    // A store that failed past its retries, and a lock taken over: resumable verdicts with their own codes.
+    expect(endingOf(new StorageError("S3 answered 503 for 120 s", "s3://b/k"))).toEqual({ code: EXIT.storage, text: "typed-eval: S3 answered 503 for 120 s" });
+    expect(endingOf(new LockLostError("another run took the journal over")).code).toBe(EXIT.lockLost);
     // fetch() wraps the socket's error; the boundary describes its cause.
     const port = await closedPort();
     const refused = await fetch(`http://127.0.0.1:${port}/`).catch((error: unknown) => error);
