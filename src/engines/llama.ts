@@ -76,7 +76,7 @@ export interface LlamaEngineOptions {
   threads?: number;
   /** Largest slice of tokens fed to one decode. Default 512 (node-llama-cpp's own batch size). */
   chunkTokens?: number;
-  /** Keep each sequence's prefix between requests and evaluate only what changed. Default true; the answers are the same bits either way. */
+  /** Keep each sequence's prefix between requests and evaluate only what changed. Default true (always off for sliding-window models); the answers are the same bits either way. */
   reuse?: boolean;
 }
 
@@ -233,7 +233,10 @@ export class LlamaEngine implements Engine {
       flashAttention: false,
     });
     const all = Array.from({ length: sequences }, () => context.getSequence());
-    return new LlamaEngine(llama, model, context, new SequencePool(all), chunkTokens, options.reuse ?? true);
+    // A sliding-window cache drops a long sequence's first cells, and erasing back into them makes
+    // node-llama-cpp re-evaluate the rest in batches of its own choosing: no reuse on such models.
+    const slidingWindow = (model.fileInsights.swaSize ?? 0) > 0;
+    return new LlamaEngine(llama, model, context, new SequencePool(all), chunkTokens, (options.reuse ?? true) && !slidingWindow);
   }
 
   /** The backend this engine runs on: "cpu", "cuda", "vulkan" or "metal". */
