@@ -127,7 +127,6 @@ const benchmark: Benchmark = {
         );
       }
     }
-    for (const mode of modes) await mode.evaluator.close();
 
     const done = (set: keyof typeof sets) => sets[set].length * ROUNDS;
     const rate = (set: keyof typeof sets, mode: Mode["name"]) => done(set) / seconds[`${set} ${mode}`]!;
@@ -147,6 +146,7 @@ const benchmark: Benchmark = {
         figures[`${label}, ${mode}: tokens evaluated per record`] = tokens[`${set} ${mode}`]! / done(set);
       }
     }
+    for (const mode of modes) await mode.evaluator.close();
     figures["answers differing between reuse and no reuse"] = mismatches;
     figures["rounds (each group of records through both engines in turn)"] = ROUNDS;
     figures["llama.cpp threads"] = THREADS;
