@@ -19,6 +19,17 @@ export interface EngineStats {
   active: number;
 }
 
+/** How `score` may go about a request. */
+export interface ScoreOptions {
+  signal?: AbortSignal;
+  /**
+   * Leading tokens of the prefix that many requests share (the system text).
+   * They are evaluated in decodes of their own, so an engine can keep them
+   * cached between requests and still give the same bits as a cold run.
+   */
+  shared?: number;
+}
+
 export interface Engine {
   /** Context window of the loaded model, in tokens. */
   readonly contextSize: number;
@@ -27,11 +38,12 @@ export interface Engine {
   /** Tokens of `text`. Control tokens (e.g. `<|im_end|>`) are parsed only when `special` is true. */
   tokenize(text: string, special: boolean): Token[];
   /**
-   * Evaluates `prefix` once, then each task's suffix after it. Per task, in
-   * order: log P(label sequence | prefix + suffix) for each label, under the
-   * model's full next-token distributions.
+   * Evaluates `prefix` once (or keeps what a sequence already holds of it),
+   * then each task's suffix after it. Per task, in order: log P(label
+   * sequence | prefix + suffix) for each label, under the model's full
+   * next-token distributions.
    */
-  score(prefix: readonly Token[], tasks: readonly ScoreTask[], options?: { signal?: AbortSignal }): Promise<number[][]>;
+  score(prefix: readonly Token[], tasks: readonly ScoreTask[], options?: ScoreOptions): Promise<number[][]>;
   stats(): EngineStats;
   close(): Promise<void>;
 }

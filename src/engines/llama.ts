@@ -6,6 +6,12 @@
  * Concurrent requests take turns chunk by chunk, so a short request is not
  * stuck behind a long one.
  *
+ * Reuse across requests: a sequence keeps the prefix of its last request, and
+ * the next request on it evaluates only the decodes after the last one whose
+ * tokens (and all before it) are unchanged. The prefix is always cut at the
+ * end of the shared system text, so that text goes through the same decodes
+ * in every request and its cached KV holds the bits a cold run computes.
+ *
  * Determinism: llama.cpp's logits depend slightly (about 1e-6 relative) on how
  * a sequence's tokens are split into micro-batches, which it decides from
  * everything in the batch, and a one-token decode takes a different kernel
@@ -27,7 +33,7 @@ import {
   type LlamaModel,
   type Token as LlamaToken,
 } from "node-llama-cpp";
-import type { Engine, EngineStats, ScoreTask, Token } from "./engine.js";
+import type { Engine, EngineStats, ScoreOptions, ScoreTask, Token } from "./engine.js";
 import { InvocationError } from "../api/errors.js";
 
 /** Which llama.cpp backend to load: a GPU one by name, the best available ("auto", falling back to the CPU), or the CPU ("off"). */
@@ -70,6 +76,8 @@ export interface LlamaEngineOptions {
   threads?: number;
   /** Largest slice of tokens fed to one decode. Default 512 (node-llama-cpp's own batch size). */
   chunkTokens?: number;
+  /** Keep each sequence's prefix between requests and evaluate only what changed. Default true (always off for sliding-window models); the answers are the same bits either way. */
+  reuse?: boolean;
 }
 
 /** The generateNext options that read exact log-probabilities of `tokens` at one position. */
@@ -114,6 +122,34 @@ export function chunkSizes(count: number, chunk: number): number[] {
   return sizes;
 }
 
+/**
+ * The decodes a prefix goes through: the shared part in chunks of its own,
+ * then the rest in chunks counted from the end of the shared part. Fixed by
+ * the lengths alone, so a kept decode is one a cold run would make.
+ */
+export function prefixChunks(length: number, shared: number, chunk: number): number[] {
+  const head = Math.max(0, Math.min(shared, length));
+  return [...chunkSizes(head, chunk), ...chunkSizes(length - head, chunk)];
+}
+
+/** What a sequence holds from its last request: the prefix and the sizes of the decodes it went through. */
+interface Held {
+  tokens: readonly Token[];
+  chunks: readonly number[];
+}
+
+/** Leading tokens of `held` a request for `prefix` in `chunks` can keep: whole decodes, identical in tokens and cut. */
+export function keptTokens(held: Held | undefined, prefix: readonly Token[], chunks: readonly number[]): number {
+  if (!held) return 0;
+  let kept = 0;
+  for (let i = 0; i < chunks.length && i < held.chunks.length && chunks[i] === held.chunks[i]; i++) {
+    const end = kept + (chunks[i] as number);
+    for (let t = kept; t < end; t++) if (held.tokens[t] !== prefix[t]) return kept;
+    kept = end;
+  }
+  return kept;
+}
+
 /** A FIFO of free sequences; requests wait their turn. */
 class SequencePool {
   private readonly free: LlamaContextSequence[];
@@ -128,12 +164,14 @@ class SequencePool {
     return this.waiting.length;
   }
 
-  async acquire(signal?: AbortSignal): Promise<LlamaContextSequence> {
+  /** A free sequence (the one `worth` values most), else the next to be released. */
+  async acquire(signal: AbortSignal | undefined, worth: (sequence: LlamaContextSequence) => number): Promise<LlamaContextSequence> {
     signal?.throwIfAborted();
-    const ready = this.free.pop();
-    if (ready) {
+    if (this.free.length > 0) {
+      let best = this.free.length - 1;
+      for (let i = best - 1; i >= 0; i--) if (worth(this.free[i] as LlamaContextSequence) > worth(this.free[best] as LlamaContextSequence)) best = i;
       this.active++;
-      return ready;
+      return this.free.splice(best, 1)[0] as LlamaContextSequence;
     }
     return new Promise((resolve, reject) => {
       const grant = (sequence: LlamaContextSequence) => {
@@ -162,6 +200,9 @@ class SequencePool {
 export class LlamaEngine implements Engine {
   /** Serialises decodes: one chunk of one sequence per llama_decode (see the file comment). */
   private decoding: Promise<unknown> = Promise.resolve();
+  /** Each sequence's prefix from its last completed request; absent when it holds nothing reusable. */
+  private readonly held = new Map<LlamaContextSequence, Held>();
+  private evaluated = 0;
 
   private constructor(
     private readonly llama: Llama,
@@ -169,6 +210,8 @@ export class LlamaEngine implements Engine {
     private readonly context: LlamaContext,
     private readonly pool: SequencePool,
     private readonly chunkTokens: number,
+    /** Whether sequences keep their prefix between requests. */
+    readonly reuse: boolean,
   ) {}
 
   /** Loads a GGUF model with a prebuilt llama.cpp binary (never building from source), on the backend `gpu` chooses. */
@@ -190,7 +233,10 @@ export class LlamaEngine implements Engine {
       flashAttention: false,
     });
     const all = Array.from({ length: sequences }, () => context.getSequence());
-    return new LlamaEngine(llama, model, context, new SequencePool(all), chunkTokens);
+    // A sliding-window cache drops a long sequence's first cells, and erasing back into them makes
+    // node-llama-cpp re-evaluate the rest in batches of its own choosing: no reuse on such models.
+    const slidingWindow = (model.fileInsights.swaSize ?? 0) > 0;
+    return new LlamaEngine(llama, model, context, new SequencePool(all), chunkTokens, (options.reuse ?? true) && !slidingWindow);
   }
 
   /** The backend this engine runs on: "cpu", "cuda", "vulkan" or "metal". */
@@ -221,41 +267,61 @@ export class LlamaEngine implements Engine {
     return { queued: this.pool.queued, active: this.pool.active };
   }
 
+  /** Tokens fed to llama.cpp since load (prefixes kept from earlier requests are not fed again). */
+  get evaluatedTokens(): number {
+    return this.evaluated;
+  }
+
   /** Runs one controlledEvaluate while no other sequence decodes. */
   private decode(sequence: LlamaContextSequence, items: ControlledEvaluateInputItem[]): ReturnType<LlamaContextSequence["controlledEvaluate"]> {
+    this.evaluated += items.length;
     const run = this.decoding.then(() => sequence.controlledEvaluate(items));
     this.decoding = run.catch(() => undefined);
     return run;
   }
 
-  async score(prefix: readonly Token[], tasks: readonly ScoreTask[], options: { signal?: AbortSignal } = {}): Promise<number[][]> {
+  async score(prefix: readonly Token[], tasks: readonly ScoreTask[], options: ScoreOptions = {}): Promise<number[][]> {
     const { signal } = options;
-    const sequence = await this.pool.acquire(signal);
+    const chunks = prefixChunks(prefix.length, options.shared ?? 0, this.chunkTokens);
+    const sequence = await this.pool.acquire(signal, (s) => (this.reuse ? keptTokens(this.held.get(s), prefix, chunks) : 0));
+    // Until the request completes, what the sequence holds is not a known prefix.
+    const held = this.held.get(sequence);
+    this.held.delete(sequence);
     try {
-      await sequence.clearHistory();
-      await this.feed(sequence, prefix, signal);
+      const kept = this.reuse && sequence.nextTokenIndex === held?.tokens.length ? keptTokens(held, prefix, chunks) : 0;
+      if (kept === 0) await sequence.clearHistory();
+      else await sequence.eraseContextTokenRanges([{ start: kept, end: sequence.nextTokenIndex }]);
+      let done = 0;
+      const todo: number[] = [];
+      for (const size of chunks) {
+        if (done >= kept) todo.push(size);
+        done += size;
+      }
+      await this.feed(sequence, prefix.slice(kept), signal, todo);
       const results: number[][] = [];
       for (const task of tasks) {
         signal?.throwIfAborted();
         results.push(await this.scoreTask(sequence, task, signal));
         await sequence.eraseContextTokenRanges([{ start: prefix.length, end: sequence.nextTokenIndex }]);
       }
+      if (sequence.nextTokenIndex === prefix.length) this.held.set(sequence, { tokens: prefix.slice(), chunks });
       return results;
     } finally {
       this.pool.release(sequence);
     }
   }
 
-  /** Evaluates `tokens` in fixed chunks; the last token may carry output options. */
+  /** Evaluates `tokens` in fixed chunks (`sizes`, default counted from its start); the last token may carry output options. */
   private async feed(
     sequence: LlamaContextSequence,
     tokens: readonly Token[],
     signal: AbortSignal | undefined,
+    sizes: readonly number[] = chunkSizes(tokens.length, this.chunkTokens),
     last?: ReturnType<typeof readLogprobs>,
   ): Promise<ControlledEvaluateIndexOutput | undefined> {
     let output: ControlledEvaluateIndexOutput | undefined;
     let start = 0;
-    for (const size of chunkSizes(tokens.length, this.chunkTokens)) {
+    for (const size of sizes) {
       signal?.throwIfAborted();
       const chunk: ControlledEvaluateInputItem[] = tokens.slice(start, start + size) as LlamaToken[];
       start += size;
@@ -278,7 +344,7 @@ export class LlamaEngine implements Engine {
     if (suffix.length < 2) throw new Error("a question's suffix must hold at least two tokens");
     const firsts = labels.map((l) => l[0] as Token);
     if (labels.every((l) => l.length === 1) && new Set(firsts).size === labels.length) {
-      return logprobsFrom(await this.feed(sequence, suffix, signal, readLogprobs(firsts)), firsts);
+      return logprobsFrom(await this.feed(sequence, suffix, signal, undefined, readLogprobs(firsts)), firsts);
     }
     const body = suffix.slice(0, -1);
     await this.feed(sequence, body, signal);

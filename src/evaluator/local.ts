@@ -7,7 +7,7 @@ import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.j
 import type { Answer, ModelMetadata, Question, SystemOneRequest, Usage, ValidationErrorItem } from "../api/schema.js";
 import type { Engine, ScoreTask, Token } from "../engines/engine.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
-import { renderPrefix, renderQuestion, type ChatTemplate, type Segment } from "./prompt.js";
+import { renderPrefix, renderQuestion, renderState, renderSystem, type ChatTemplate, type Segment } from "./prompt.js";
 import { labelDistribution, labelMass } from "./readout.js";
 import { answerFrom } from "./calibration.js";
 
@@ -28,6 +28,8 @@ export interface LocalModelConfig {
 /** A request turned into tokens: what the engine evaluates and what it will cost. */
 export interface PreparedRequest {
   prefix: Token[];
+  /** Leading tokens of `prefix` every request shares (the system text). */
+  shared: number;
   names: string[];
   questions: Question[];
   tasks: ScoreTask[];
@@ -38,6 +40,8 @@ const thousands = (n: number) => n.toLocaleString("en-US");
 
 export class LocalEvaluator implements Evaluator {
   private readonly terminator: Token[];
+  /** The system text's tokens: the same for every request, so tokenized once. */
+  private readonly head: Token[];
   /** Requests already tokenized (by `estimateInputTokens`), so `evaluate` does not tokenize twice. */
   private readonly prepared = new WeakMap<SystemOneRequest, PreparedRequest>();
 
@@ -46,6 +50,7 @@ export class LocalEvaluator implements Evaluator {
     private readonly config: LocalModelConfig,
   ) {
     this.terminator = engine.tokenize(config.template.endOfTurn, true);
+    this.head = this.tokens(renderSystem(config.template));
   }
 
   models(): ModelMetadata[] {
@@ -103,7 +108,7 @@ export class LocalEvaluator implements Evaluator {
 
   /** Tokenizes a request and checks it against the token limits; no model evaluation. */
   prepare(request: SystemOneRequest): PreparedRequest {
-    const prefix = this.tokens(renderPrefix(this.config.template, request.state));
+    const prefix = [...this.head, ...this.tokens(renderState(request.state))];
     const names = Object.keys(request.questions);
     const questions = names.map((name) => request.questions[name] as Question);
     const tasks = questions.map((question) => {
@@ -113,7 +118,7 @@ export class LocalEvaluator implements Evaluator {
     const suffixTokens = tasks.reduce((sum, t) => sum + t.suffix.length, 0);
     const positions = tasks.reduce((sum, t) => sum + positionsToRead(t.labels), 0);
     this.checkLimits(prefix.length, names, tasks);
-    return { prefix, names, questions, tasks, usage: { input_tokens: prefix.length + suffixTokens, output_tokens: positions } };
+    return { prefix, shared: this.head.length, names, questions, tasks, usage: { input_tokens: prefix.length + suffixTokens, output_tokens: positions } };
   }
 
   private checkLimits(prefixLength: number, names: readonly string[], tasks: readonly ScoreTask[]): void {
@@ -155,7 +160,7 @@ export class LocalEvaluator implements Evaluator {
     const prepared = this.prepared.get(request) ?? this.prepare(request);
     this.prepared.delete(request);
     const signal = options.signal;
-    const results = await this.engine.score(prepared.prefix, prepared.tasks, signal ? { signal } : {});
+    const results = await this.engine.score(prepared.prefix, prepared.tasks, { shared: prepared.shared, ...(signal ? { signal } : {}) });
     const answers: [string, Answer][] = [];
     const masses: [string, number][] = [];
     prepared.questions.forEach((question, i) => {

@@ -95,14 +95,27 @@ function inline(content: Content | null | undefined): string {
   return typeof content === "string" ? content : JSON.stringify(content);
 }
 
-/** The shared prefix: system text, then the state as data. Independent of the questions. */
-export function renderPrefix(template: ChatTemplate, state: Content): Segment[] {
+/**
+ * The head of every prompt: the system text up to where the state's turn
+ * begins. It ends on a segment boundary, so its tokens are the same whatever
+ * state follows (the engine keeps them cached between requests).
+ */
+export function renderSystem(template: ChatTemplate): Segment[] {
   return [
     { text: template.systemStart, control: true },
     { text: SYSTEM, control: false },
     { text: template.systemEnd + template.userStart, control: true },
-    { text: `<data>\n${renderContent(state)}\n</data>\n\n`, control: false },
   ];
+}
+
+/** The state as data, after the system head. */
+export function renderState(state: Content): Segment[] {
+  return [{ text: `<data>\n${renderContent(state)}\n</data>\n\n`, control: false }];
+}
+
+/** The shared prefix: system text, then the state as data. Independent of the questions. */
+export function renderPrefix(template: ChatTemplate, state: Content): Segment[] {
+  return [...renderSystem(template), ...renderState(state)];
 }
 
 /** Letters for up to 26 options; beyond that, numbers from 1. */

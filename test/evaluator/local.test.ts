@@ -7,9 +7,9 @@ import { responseViolations } from "../../src/api/consistency.js";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
 import type { SystemOneRequest, SystemOneResponse } from "../../src/api/schema.js";
 import type { ScoreTask } from "../../src/engines/engine.js";
-import { chunkSizes, LlamaEngine } from "../../src/engines/llama.js";
+import { chunkSizes, LlamaEngine, prefixChunks } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
-import { detectTemplate } from "../../src/evaluator/prompt.js";
+import { detectTemplate, renderSystem, TEMPLATES, type ChatTemplate } from "../../src/evaluator/prompt.js";
 import { labelDistribution } from "../../src/evaluator/readout.js";
 import { generatedModel, TINY } from "../support/models.js";
 import { ReferenceModel } from "../support/reference.js";
@@ -54,7 +54,7 @@ async function answer(req: SystemOneRequest): Promise<SystemOneResponse> {
  * The reference's label log-probabilities for one task, evaluated in the same
  * batches as the engine (`split`) or in one batch per label.
  */
-async function referenceLogprobs(prefix: readonly number[], task: ScoreTask, split: boolean, only?: number[]): Promise<number[]> {
+async function referenceLogprobs(prefix: readonly number[], shared: number, task: ScoreTask, split: boolean, only?: number[]): Promise<number[]> {
   const { suffix, labels } = task;
   const single = labels.every((l) => l.length === 1);
   const out: number[] = [];
@@ -64,8 +64,8 @@ async function referenceLogprobs(prefix: readonly number[], task: ScoreTask, spl
     const batches = !split
       ? [tokens.length - 1, 1]
       : single
-        ? [...chunkSizes(prefix.length, CHUNK), ...chunkSizes(suffix.length, CHUNK), 1]
-        : [...chunkSizes(prefix.length, CHUNK), ...chunkSizes(suffix.length - 1, CHUNK), label.length, 1];
+        ? [...prefixChunks(prefix.length, shared, CHUNK), ...chunkSizes(suffix.length, CHUNK), 1]
+        : [...prefixChunks(prefix.length, shared, CHUNK), ...chunkSizes(suffix.length - 1, CHUNK), label.length, 1];
     out.push(await reference.logprob(tokens, label.length, batches));
   }
   return out;
@@ -84,7 +84,7 @@ describe("LocalEvaluator readout", () => {
     const response = await answer(req);
     const prepared = evaluator.prepare(req);
     for (const [i, name] of prepared.names.entries()) {
-      const expected = labelDistribution(await referenceLogprobs(prepared.prefix, prepared.tasks[i]!, true));
+      const expected = labelDistribution(await referenceLogprobs(prepared.prefix, prepared.shared, prepared.tasks[i]!, true));
       const got = optionProbabilities(response, name);
       expect(got).toHaveLength(expected.length);
       got.forEach((p, k) => expect(Math.abs(p - expected[k]!)).toBeLessThan(1e-6));
@@ -97,7 +97,7 @@ describe("LocalEvaluator readout", () => {
     const prepared = evaluator.prepare(req);
     let worst = 0;
     for (const [i, name] of prepared.names.entries()) {
-      const expected = labelDistribution(await referenceLogprobs(prepared.prefix, prepared.tasks[i]!, false));
+      const expected = labelDistribution(await referenceLogprobs(prepared.prefix, prepared.shared, prepared.tasks[i]!, false));
       optionProbabilities(response, name).forEach((p, k) => (worst = Math.max(worst, Math.abs(p - expected[k]!))));
     }
     // Documented in the README: a different batch split moves probabilities by up to about 1e-3.
@@ -117,7 +117,7 @@ describe("LocalEvaluator readout", () => {
     // The reference re-evaluates the whole prompt per label, so check a sample through probability ratios.
     const prepared = evaluator.prepare(req);
     const sample = [0, 9, 99, 254];
-    const logprobs = await referenceLogprobs(prepared.prefix, prepared.tasks[0]!, true, sample);
+    const logprobs = await referenceLogprobs(prepared.prefix, prepared.shared, prepared.tasks[0]!, true, sample);
     for (let i = 1; i < sample.length; i++) {
       const ratio = Math.log(a.probabilities[`option ${sample[i]}`]! / a.probabilities[`option ${sample[0]}`]!);
       expect(Math.abs(ratio - (logprobs[i]! - logprobs[0]!))).toBeLessThan(1e-5);
@@ -283,4 +283,86 @@ describe("LocalEvaluator determinism under load", () => {
       await local.close();
     }
   }, 120_000);
+});
+
+describe("LocalEvaluator prefix reuse across requests", () => {
+  // Small chunks: the byte-level system text (about 350 tokens) spans several decodes.
+  let warm: LlamaEngine;
+  let cold: LlamaEngine;
+  beforeAll(async () => {
+    warm = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 4096, sequences: 3, chunkTokens: 64 });
+    cold = await LlamaEngine.load({ modelPath: generatedModel(TINY), contextSize: 4096, sequences: 1, chunkTokens: 64, reuse: false });
+  }, 60_000);
+  afterAll(async () => {
+    await warm?.close();
+    await cold?.close();
+  });
+
+  const pair = (template: ChatTemplate) =>
+    [warm, cold].map((e) => new LocalEvaluator(e, { id: "tiny-1.0.0", temperature: 1, template, metadata: [] })) as [LocalEvaluator, LocalEvaluator];
+  // Byte-level vocabulary: Yes/No and the 30 numbered options are multi-token labels; score levels are single tokens.
+  const probe: SystemOneRequest["questions"] = {
+    refund: { type: "noul", instructions: "Does the customer ask for a refund?" },
+    many: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`option ${i}`, null])) },
+    urgency: { type: "score", criteria: ["low", "medium", "high", "critical"] },
+  };
+
+  it.each(Object.keys(TEMPLATES))(
+    "answers bit-identically cold, after another record, after the same record and on each sequence (%s)",
+    async (name) => {
+      const [reusing, fresh] = pair(TEMPLATES[name] as ChatTemplate);
+      const req = request(probe);
+      const expected = (await fresh.evaluate(req)).response;
+      await reusing.evaluate(request(probe, "another record entirely"));
+      const afterOther = (await reusing.evaluate(req)).response;
+      const afterSame = (await reusing.evaluate(req)).response;
+      const onEach = await Promise.all([0, 1, 2].map(() => reusing.evaluate(req)));
+      for (const got of [afterOther, afterSame, ...onEach.map((r) => r.response)]) expect(got).toEqual(expected);
+      expect(warm.stats()).toEqual({ queued: 0, active: 0 });
+    },
+    60_000,
+  );
+
+  it("evaluates only the record after the first request: the system text stays cached", async () => {
+    const [reusing, fresh] = pair(TEMPLATES["chatml"] as ChatTemplate);
+    const one = { refund: probe["refund"]! };
+    // Every sequence holds some record of this template first.
+    await Promise.all([0, 1, 2].map((i) => reusing.evaluate(request(one, `warm-up ${i}`))));
+    const req = request(one, "a record none of the sequences holds");
+    const spent = async (engine: LlamaEngine, evaluator: LocalEvaluator) => {
+      const before = engine.evaluatedTokens;
+      const { response } = await evaluator.evaluate(req);
+      return { tokens: engine.evaluatedTokens - before, response };
+    };
+    const [withReuse, without] = [await spent(warm, reusing), await spent(cold, fresh)];
+    expect(withReuse.response).toEqual(without.response);
+    expect(without.tokens - withReuse.tokens).toBe(reusing.prepare(req).shared);
+    expect(reusing.prepare(req).shared).toBeGreaterThan(300);
+    // The same record again: nothing of the prefix is evaluated, only the question.
+    const again = await spent(warm, reusing);
+    expect(again.response).toEqual(without.response);
+    expect(again.tokens).toBe(without.tokens - reusing.prepare(req).prefix.length);
+  });
+
+  it("gives a record that begins like the system text, an empty state, or a prefix of the last record the answers it gives without reuse", async () => {
+    const template = TEMPLATES["chatml"] as ChatTemplate;
+    const [reusing, fresh] = pair(template);
+    const systemText = renderSystem(template)
+      .map((s) => s.text)
+      .join("");
+    const states: SystemOneRequest["state"][] = [
+      systemText,
+      "",
+      `${systemText} and then some record text`,
+      "",
+      "prefix of a longer record",
+      "prefix of a longer record, and the rest of it".repeat(3),
+      "prefix of a longer record",
+      { nested: systemText },
+    ];
+    for (const state of states) {
+      const req = request(probe, state);
+      expect((await reusing.evaluate(req)).response).toEqual((await fresh.evaluate(req)).response);
+    }
+  }, 60_000);
 });

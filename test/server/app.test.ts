@@ -2,18 +2,20 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { responseViolations } from "../../src/api/consistency.js";
 import type { SystemOneRequest, SystemOneResponse, ValidationErrorItem } from "../../src/api/schema.js";
+import type { LlamaEngine } from "../../src/engines/llama.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
 import { RateLimiter } from "../../src/server/ratelimit.js";
 import { call, KEYS, memoryLogger, testAccounts, testRouter, type Transport } from "./helpers.js";
 
 let router: ModelRouter;
+let engine: LlamaEngine;
 let app: FastifyInstance;
 let clock = 1_000_000;
 const logs = memoryLogger();
 
 beforeAll(async () => {
-  ({ router } = await testRouter());
+  ({ router, engine } = await testRouter());
   app = buildServer({ evaluator: router, accounts: testAccounts(), logger: logs.logger, limiter: new RateLimiter(() => clock), bodyLimit: 64 * 1024 });
   await app.listen({ host: "127.0.0.1", port: 0 });
 }, 60_000);
@@ -32,6 +34,19 @@ const good: SystemOneRequest = {
     anger: { type: "score", criteria: ["calm", "angry", "furious"] },
   },
 };
+
+describe("reuse of the system text across requests", () => {
+  it("answers a record with the same bits after other records, evaluating less than its input tokens", async () => {
+    const first = await call(app, "http", "POST", "/v1/systemone", { body: good });
+    const other: SystemOneRequest = { ...good, state: "another record entirely" };
+    const before = engine.evaluatedTokens;
+    const second = await call(app, "http", "POST", "/v1/systemone", { body: other });
+    // Without reuse a request feeds all its input tokens and its label positions; with it, not the system text.
+    expect(engine.evaluatedTokens - before).toBeLessThan((second.json as SystemOneResponse).usage.input_tokens);
+    const again = await call(app, "http", "POST", "/v1/systemone", { body: good });
+    expect(again.json).toEqual(first.json);
+  });
+});
 
 describe.each<Transport>(["inject", "http"])("the API over %s", (transport) => {
   it("answers all three question types with a consistent 200 and request ids", async () => {
