@@ -20,7 +20,7 @@ import { LlamaEngine } from "../src/engines/llama.js";
 import { LocalEvaluator } from "../src/evaluator/local.js";
 import { detectTemplate } from "../src/evaluator/prompt.js";
 import { loadJob } from "../src/runner/job.js";
-import { buildRequest } from "../src/runner/records.js";
+import { buildRequest } from "../src/runner/input/records.js";
 import { generatedModel, QWEN25_05B_SHAPE } from "../test/support/models.js";
 import { median, type Benchmark } from "./harness.js";
 

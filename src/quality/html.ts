@@ -437,12 +437,3 @@ ${body}
 export function table(head: string[], rows: (string | number)[][]): string {
   return `<table><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join("")}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${escapeHtml(String(c))}</td>`).join("")}</tr>`).join("")}</tbody></table>`;
 }
-
-/** The most confident suspect gold labels (`assess --suspects`): what a reviewer should look at first. */
-export function suspectsSection(rows: { id: string; question: string; gold: string; model_label: string; probability: number }[], total: number): string {
-  const head = `<h2>Suspect gold labels <span class="muted">(${total}${total > rows.length ? `; the ${rows.length} most confident` : ""})</span></h2>`;
-  return `<section class="suspects">${head}${table(
-    ["id", "question", "gold", "model", "probability"],
-    rows.map((r) => [r.id, r.question, r.gold, r.model_label, num(r.probability)]),
-  )}</section>`;
-}

@@ -27,12 +27,12 @@ import {
   plural,
   provenanceList,
   rangeText,
-  suspectsSection,
   reliabilityDiagram,
   table,
   tiles,
 } from "./html.js";
 import { fillLevels, provenanceOf, provenanceRows, readUsage, type Provenance } from "./provenance.js";
+import type { SuspectSummary } from "./suspects.js";
 
 const BINS = 20;
 
@@ -556,30 +556,21 @@ export function reportHtml(r: RunReport): string {
   return page(`Run report: ${displayPath(r.answers)}`, body.join("\n"));
 }
 
-/** A gold row the calibrated answers most confidently contradict (`assess --suspects`). */
-export interface SuspectRow {
-  question: string;
-  id: string;
-  gold: string;
-  label: string;
-  probability: number;
-}
-
 /** What the assessment page shows beside the assessment itself. */
 export interface AssessmentHtmlOptions {
-  /** Suspect gold labels: a section per question lists them, most confident contradiction first. */
-  suspects?: { file?: string | undefined; rows: SuspectRow[] } | undefined;
   /** The job file as the user named it, for the header. */
   job?: string | undefined;
 }
 
-function suspectsHtml(question: string, rows: SuspectRow[], file: string | undefined): string {
-  const mine = rows.filter((r) => r.question === question).sort((a, b) => b.probability - a.probability);
-  if (mine.length === 0) return `<h3>Suspect gold labels</h3><p class="muted">None: no gold label here is contradicted with unusual confidence.</p>`;
-  return `<h3>Suspect gold labels: ${plural(mine.length, "row")}${file ? ` (in ${escapeHtml(displayPath(file))})` : ""}</h3>${table(
+/** One question's suspect gold labels (`assess --suspects`): the most confident contradictions, and how many the file holds. */
+function suspectsHtml(question: string, s: SuspectSummary): string {
+  const mine = s.top.filter((r) => r.question === question);
+  const count = s.questions.find((q) => q.question === question)?.suspects ?? mine.length;
+  if (count === 0) return `<h3>Suspect gold labels</h3><p class="muted">None: no gold label here is contradicted with unusual confidence.</p>`;
+  return `<h3>Suspect gold labels: ${plural(count, "row")}${s.file ? ` (in ${escapeHtml(displayPath(s.file))})` : ""}</h3>${table(
     ["id", "gold label", "model's label", "model's probability"],
-    mine.slice(0, 50).map((r) => [r.id, r.gold, r.label, num(r.probability)]),
-  )}${mine.length > 50 ? `<p class="muted">${plural(mine.length - 50, "more row")} in the file.</p>` : ""}`;
+    mine.map((r) => [r.id, r.gold, r.model_label, num(r.probability)]),
+  )}${count > mine.length ? `<p class="muted">${plural(count - mine.length, "more row")} in the file${s.file ? "" : " (name one with --suspects FILE)"}.</p>` : ""}`;
 }
 
 /** The assessment's HTML: metrics with intervals, reliability diagrams, risk-coverage, confusion heat maps. */
@@ -627,9 +618,8 @@ export function assessmentHtml(a: Assessment & { provenance?: Provenance }, opti
         ),
       );
     }
-    const wide = options.suspects ? [suspectsHtml(q.name, options.suspects.rows, options.suspects.file)] : [];
+    const wide = a.suspects ? [suspectsHtml(q.name, a.suspects)] : [];
     body.push(`<h2>${escapeHtml(q.name)} <span class="muted">(${q.type}, ${plural(q.n, "row")})</span></h2>${band(cards, wide)}`);
   }
-  if (a.suspects) body.push(suspectsSection(a.suspects.top, a.suspects.total));
   return page(`Assessment: ${displayPath(a.answers)}`, body.join("\n"));
 }
