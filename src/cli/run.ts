@@ -209,7 +209,8 @@ export function modelOpener(args: ModelArgs): OpenModel {
 
 /** `--print-prompt` and `--dry-run`: no run, no lock, nothing paid. */
 async function preview(args: RunArgs, logger: Logger): Promise<void> {
-  const settings = jobSettings(args);
+  // Nothing is sent: a remote endpoint's key is not needed to preview.
+  const settings = { ...jobSettings(args), noApiKey: true };
   const { job, source, evaluator, shard, price } = await prepareJob(settings, logger, modelOpener(args));
   try {
     if (args["print-prompt"]) process.stdout.write(await firstPrompt(job, source, evaluator, shard));
