@@ -5,6 +5,7 @@
  * says so, nothing is left that blocks a rerun, and the rerun ends with
  * every id exactly once.
  */
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -102,7 +103,44 @@ async function rerunCompletes(name: string, data: string, output: string): Promi
   return evaluator;
 }
 
+/** Whether this process may mount a tmpfs (root on Linux): the real disk-full case runs only then. */
+function canMount(): boolean {
+  if (process.platform !== "linux" || process.getuid?.() !== 0) return false;
+  const probe = mkdtempSync(join(tmpdir(), "te-mount-"));
+  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe]).status === 0;
+  if (ok) spawnSync("umount", [probe]);
+  return ok;
+}
+
 describe("run lifecycle verdicts", () => {
+  it.runIf(canMount())("storage-unavailable (exit 9) on a real full disk (a 64 KiB tmpfs); once space is freed the rerun completes", async () => {
+    const disk = mkdtempSync(join(tmpdir(), "te-full-"));
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", disk]).status).toBe(0);
+    try {
+      const data = input("t", 600);
+      const output = join(disk, "t.out.jsonl");
+      const end = await runLifecycle(request(data, output, new FakeEvaluator(), { places: { output, summaryJson: join(dir, "t.summary.json") } }));
+      expect(end.verdict).toBe("storage-unavailable");
+      expect(end.reason).toMatch(/no space left/);
+      expect(JSON.parse(readFileSync(join(dir, "t.summary.json"), "utf8"))).toMatchObject({ verdict: "storage-unavailable" });
+      expect(existsSync(`${output}.journal.lock`)).toBe(false);
+      const kept = readFileSync(`${output}.journal`, "utf8")
+        .split("\n")
+        .filter((l) => l.includes('"k":"answer"')).length;
+      expect(kept).toBeGreaterThan(0);
+      expect(spawnSync("mount", ["-o", "remount,size=16m", disk]).status).toBe(0);
+      const rerun = new FakeEvaluator();
+      const again = await runLifecycle(request(data, output, rerun, { places: { output } }));
+      expect(again.verdict).toBe("done");
+      expect(new Set(ids(output)).size).toBe(600);
+      expect(ids(output)).toHaveLength(600);
+      // Only what the journal did not keep (and at most the records in flight) is paid again.
+      expect(rerun.calls.length).toBeLessThanOrEqual(600 - kept + 4);
+    } finally {
+      spawnSync("umount", [disk]);
+    }
+  });
+
   it("done: every id once, the summary says done", async () => {
     const data = input("a");
     const output = join(dir, "a.out.jsonl");
