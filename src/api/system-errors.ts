@@ -54,7 +54,8 @@ const BY_NAME: Record<string, (e: Error) => string> = {
 export function describeSystemError(error: unknown): string | undefined {
   if (!(error instanceof Error)) return undefined;
   const e = error as SystemError;
-  const byName = BY_NAME[e.name];
+  // Some libraries leave `name` as "Error": their class names them.
+  const byName = BY_NAME[e.name] ?? BY_NAME[e.constructor.name];
   if (byName) return byName(e);
   const byCode = e.code === undefined ? undefined : BY_CODE[e.code];
   if (byCode) return byCode(e);

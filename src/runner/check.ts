@@ -11,7 +11,6 @@ import { InvocationError, TypedEvalError } from "../api/errors.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { SourceError, type Source } from "./input/source.js";
 import { isS3 } from "./s3.js";
-import type { RunPaths } from "./prepare.js";
 import { isStorageFailure, type Verdict } from "./verdict.js";
 
 /** A stage's failure as a verdict: nothing crosses a stage as an exception. */
@@ -68,7 +67,11 @@ function oneLine(error: unknown): string {
 }
 
 /** Checks every local place a run writes (S3 ones are checked by taking the lock), and that the answers do not replace the input. */
-export function checkPlaces(paths: RunPaths, input: string, reviewFile: string | undefined): void {
+export function checkPlaces(
+  paths: { output: string; errors: string | undefined; usage: string | undefined; summaryJson: string | undefined; journalPath: string },
+  input: string,
+  reviewFile: string | undefined,
+): void {
   const { output } = paths;
   if (output !== "-" && !isS3(output) && input !== "-" && !isS3(input) && resolve(output) === resolve(input)) {
     throw new InvocationError(`-o ${output} is the input itself: the answers would replace it; write them elsewhere`);

@@ -13,6 +13,7 @@ import { questionLabels } from "../evaluator/calibration.js";
 import type { Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError, type ModelEntry } from "../models/registry.js";
 import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
+import { checkFirstRecord } from "./check.js";
 import { loadJob, parseShare, type Job } from "./job.js";
 import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/records.js";
 import { firstRecords, sampleRecords } from "./input/selection.js";
@@ -132,7 +133,8 @@ export async function prepareJob(
   beforeModel?: () => void | Promise<void>,
 ) {
   const shard: Shard | undefined = settings.shard ? parseShard(settings.shard) : undefined;
-  const source = await openSource(settings, job, logger);
+  // The input's first record before any model loads: a corrupt .gz is told in a second, not after a download.
+  const source = await checkFirstRecord(await openSource(settings, job, logger));
   checkBaseUrl(baseUrlOf(settings.baseUrl));
   await beforeModel?.();
   return { job, shard, source, ...(await openModelFor(settings, job, openModel)) };

@@ -35,6 +35,7 @@ import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
 import { isStorageFailure, LockLostError, type Verdict } from "./verdict.js";
 import type { Job } from "./job.js";
 import { parseShard } from "./input/records.js";
+import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 
 export { RUN_DEFAULTS, SPEND_INTERVAL_MS, type RunProgress } from "./answer.js";
@@ -350,7 +351,8 @@ async function endEarly(request: RunRequest, failure: StageFailure, checked: Che
   const { settings } = request;
   const summary = emptySummary(checked?.job.model ?? settings.model, settings.price ?? 0);
   const paths = checked?.paths ?? safePaths(request);
-  const journal = paths ? (paths.remoteJournal ?? paths.journalPath) : undefined;
+  // A journal is named only when there is one: a check that failed opened none.
+  const journal = paths ? (paths.remoteJournal ?? (existsSync(paths.journalPath) ? paths.journalPath : undefined)) : undefined;
   Object.assign(summary, { status: failure.verdict, verdict: failure.verdict, reason: failure.reason, input: settings.input, job: settings.jobFile });
   if (paths) Object.assign(summary, { output: paths.output, ...(journal ? { journal } : {}) });
   const target = request.target ?? targetOf;
