@@ -126,7 +126,7 @@ async function atLimit(label: string, records: number, stateChars: number, rpm: 
 }
 
 /** One CLI run against an upstream that answers at once, limits far away: wall seconds and peak RSS (from /usr/bin/time). */
-function timedRun(input: string, out: string, url: string): { seconds: number; peakMiB: number } {
+function timedRun(input: string, out: string, url: string, command: "run" | "estimate" = "run"): { seconds: number; peakMiB: number } {
   const jobPath = join(dir, "job.json");
   writeFileSync(jobPath, JSON.stringify(job));
   const started = Date.now();
@@ -137,12 +137,11 @@ function timedRun(input: string, out: string, url: string): { seconds: number; p
       "%M",
       process.execPath,
       join(import.meta.dirname, "../bin/typed-eval.js"),
-      "run",
+      command,
       input,
       "--job",
       jobPath,
-      "-o",
-      out,
+      ...(command === "run" ? ["-o", out] : []),
       "--base-url",
       url,
       "--rpm",
@@ -155,7 +154,7 @@ function timedRun(input: string, out: string, url: string): { seconds: number; p
     { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
   );
   const seconds = (Date.now() - started) / 1000;
-  if (time.status !== 0) throw new Error(`run failed: ${time.stderr}`);
+  if (time.status !== 0) throw new Error(`${command} failed: ${time.stderr}`);
   return { seconds, peakMiB: Number(time.stderr.trim().split("\n").at(-1)) / 1024 };
 }
 
@@ -184,6 +183,26 @@ async function throughput(figures: Record<string, number>, ratios: Ratio[]): Pro
   } finally {
     up.stop();
   }
+}
+
+/**
+ * `estimate`'s memory at several input sizes (BENCH_ESTIMATE_RECORDS), every
+ * record distinct (the worst case for remembering duplicates): it must stay
+ * flat and under the run's ceiling.
+ */
+async function estimateMemory(figures: Record<string, number>, ratios: Ratio[]): Promise<void> {
+  const sizes = (process.env["BENCH_ESTIMATE_RECORDS"] ?? "100000,1000000").split(",").map(Number);
+  const peaks: number[] = [];
+  for (const n of sizes) {
+    const input = await writeInput(`estimate-${n}.jsonl`, n, 200);
+    const { seconds, peakMiB } = timedRun(input, "", "http://127.0.0.1:9", "estimate");
+    peaks.push(peakMiB);
+    figures[`estimate ${n} records: seconds`] = seconds;
+    figures[`estimate ${n} records: peak RSS MiB`] = peakMiB;
+    rmSync(input, { force: true });
+  }
+  ratios.push({ name: "estimate: peak RSS MiB, largest input", value: peaks.at(-1)!, goal: { max: 300 } });
+  ratios.push({ name: "estimate: peak RSS largest / smallest input", value: peaks.at(-1)! / peaks[0]! });
 }
 
 /** The records of `writeInput` as a Parquet file (100,000-row groups, Snappy), written with hyparquet-writer. */
@@ -339,8 +358,8 @@ const benchmark: Benchmark = {
   async run() {
     const figures: Record<string, number> = {};
     const ratios: Ratio[] = [];
-    // BENCH_PARTS picks parts (limits,faults,storm,half,throughput,parquet,bottleneck,estimate), e.g. for the 1,000,000-record run alone.
-    const parts = new Set((process.env["BENCH_PARTS"] ?? "limits,faults,storm,half,throughput,parquet,bottleneck,estimate").split(","));
+    // BENCH_PARTS picks parts (limits,faults,storm,half,throughput,parquet,bottleneck,estimate-memory,estimate), e.g. for the 1,000,000-record run alone.
+    const parts = new Set((process.env["BENCH_PARTS"] ?? "limits,faults,storm,half,throughput,parquet,bottleneck,estimate-memory,estimate").split(","));
     const seconds = Number(process.env["BENCH_LIMIT_SECONDS"] ?? 60);
     if (parts.has("limits")) {
       await atLimit("request-bound", 100 * seconds, 40, 6000, 1e9, figures, ratios);
@@ -353,6 +372,7 @@ const benchmark: Benchmark = {
     if (parts.has("throughput")) await throughput(figures, ratios);
     if (parts.has("parquet")) await parquet(figures, ratios);
     if (parts.has("bottleneck")) await bottleneckCeiling(figures);
+    if (parts.has("estimate-memory")) await estimateMemory(figures, ratios);
     if (!parts.has("estimate")) return { figures, ratios };
 
     // Estimate accuracy with the embedded model (exact tokenizer) on the bundled example job.

@@ -1,7 +1,6 @@
 import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import { existsSync, readFileSync } from "node:fs";
 import type { Argv, CommandModule } from "yargs";
-import { createLogger } from "../logging/logger.js";
 import { loadJob } from "../runner/job.js";
 import { isSummary } from "../runner/output/usage.js";
 import { readAnswers, type QuestionInfo } from "../quality/answers.js";
@@ -15,7 +14,8 @@ import { checkWritable, writeFileAtomic } from "./files.js";
 import { numeric } from "./checks.js";
 import { withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
-import { openEvaluator } from "./run.js";
+import { openEvaluator } from "../runner/prepare.js";
+import { modelOpener } from "./run.js";
 import { batchFlattens } from "../evaluator/calibration.js";
 
 const METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
@@ -129,8 +129,13 @@ function withCalibrateOptions<T>(y: Argv<T>) {
       default: false,
       describe: "batch: write the calibration even where it would flatten a skewed question (see --gold)",
     })
-    .option("base-url", { type: "string", describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model" })
+    .option("base-url", {
+      type: "string",
+      defaultDescription: "$TYPED_EVAL_BASE_URL",
+      describe: "contextual: ask a remote /v1/systemone endpoint instead of the embedded model",
+    })
     .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
+    .option("api-key", { type: "boolean", default: true, describe: "--no-api-key: the remote endpoint needs no key" })
     .option("timeout", numeric("timeout", { above: 0 }, { default: DEFAULT_TIMEOUT_MS / 1000, describe: "contextual: seconds to wait for a remote answer" }));
 }
 
@@ -197,8 +202,15 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
     } else {
       const job = loadJob(args.job as string);
       if (args.model !== "default") job.model = args.model;
-      const logger = createLogger();
-      const { evaluator } = await openEvaluator({ ...args, job: args.job as string }, job, logger);
+      const endpoint = {
+        baseUrl: args["base-url"],
+        apiKeyEnv: args["api-key-env"],
+        noApiKey: args["api-key"] === false,
+        timeoutSeconds: args.timeout,
+        modelsFile: args["models-file"],
+        jobFile: args.job as string,
+      };
+      const { evaluator } = await openEvaluator(endpoint, job, modelOpener(args));
       try {
         const runIdentity = evaluator.identity(job.model);
         if (identity !== null && identity !== runIdentity) {

@@ -31,11 +31,20 @@ export interface EstimateOptions {
   price: number;
   rpm: number;
   tps: number;
+  /** Identical requests remembered (the run's dedup cache). */
+  dedupWindow?: number | undefined;
 }
 
+/** The run's dedup cache size (RUN_DEFAULTS.dedupCache in answer.ts, which imports nothing from here). */
+const DEDUP_WINDOW = 50_000;
+
+/** Counts a job's requests and tokens; memory stays flat: duplicates are remembered over the run's dedup window, as the run sends them. */
 export async function estimateJob(options: EstimateOptions): Promise<Estimate> {
   const { job, source, evaluator } = options;
+  // The run sends an identical request once within its dedup cache (RUN_DEFAULTS.dedupCache), not across the whole input:
+  // the estimate remembers as many, oldest forgotten first, so it counts what the run pays and never grows with the input.
   const seen = new Set<string>();
+  const window = options.dedupWindow ?? DEDUP_WINDOW;
   const exact = evaluator.exactTokenCounts(job.model);
   const e: Estimate = { records: 0, invalid: 0, otherShards: 0, requests: 0, duplicates: 0, inputTokens: 0, costUsd: 0, seconds: 0, exact };
   for await (const item of source.items) {
@@ -49,12 +58,13 @@ export async function estimateJob(options: EstimateOptions): Promise<Estimate> {
       e.invalid++;
       continue;
     }
-    const hash = prepared.hash;
+    const hash = prepared.hash.slice(0, 16);
     if (seen.has(hash)) {
       e.duplicates++;
       continue;
     }
     seen.add(hash);
+    if (seen.size > window) seen.delete(seen.values().next().value as string);
     try {
       e.inputTokens += evaluator.estimateInputTokens(prepared.request);
       e.requests++;

@@ -1,339 +1,380 @@
 /**
- * The batch job: stream records (loop.ts), turn each into a request
- * (records.ts), skip what an earlier run finished (the journal), send
- * identical requests once (dedup.ts), pace and retry every attempt
- * (send.ts, limiter.ts), journal each finished record, then write the outputs
- * and the usage summary from the journal (summary.ts).
+ * A run's lifecycle, its stages in order: check (check.ts: input, places,
+ * endpoint), lock, check the model, journal, answer (answer.ts), write
+ * (outputs and summaries), release. Each stage ends in a verdict
+ * (verdict.ts); no exception crosses a stage, and the summaries are written
+ * whatever the verdict.
  */
-import { setMaxListeners } from "node:events";
-import { TypedEvalError } from "../api/errors.js";
-import type { Usage } from "../api/schema.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
-import { Dedup } from "./state/dedup.js";
+import { answerRecords, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
+import { checkFailure, checkFirstRecord, checkPlaces, type StageFailure } from "./check.js";
+import type { Shard } from "./input/records.js";
+import type { Source } from "./input/source.js";
+import { writeOutputs, type OutputFormat, type OutputTarget } from "./output/outputs.js";
+import { runSummary, statusOf, type SummaryBase } from "./output/summary.js";
+import { emptySummary, finish, type UsageSummary } from "./output/usage.js";
+import {
+  openSource,
+  outputPolicy,
+  openModelFor,
+  readJob,
+  runPaths,
+  targetOf,
+  type JobSettings,
+  type OpenModel,
+  type RunPaths,
+  type RunPlaces,
+  type RunShaping,
+  type ShapingSettings,
+} from "./prepare.js";
+import { RunLimiter } from "./send/limiter.js";
+import { Journal, type DoneIndex, type RunEntry } from "./state/journal.js";
+import { acquireLock, LockedError, type Lock } from "./state/lock.js";
+import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
+import { isStorageFailure, LockLostError, type Verdict } from "./verdict.js";
 import type { Job } from "./job.js";
-import { Journal, type AnswerEntry, type ErrorEntry } from "./state/journal.js";
-import type { RunLimiter } from "./send/limiter.js";
-import { forEachBounded } from "./send/loop.js";
-import { writeOutputs, type OutputFormat, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
-import { prepareItem, type Shard } from "./input/records.js";
-import { AbortRun, Sender, type Outcome } from "./send/send.js";
-import { SourceError, type Source, type SourceItem } from "./input/source.js";
-import { FailureWatch, runSummary, statusOf, type RunStatus } from "./output/summary.js";
-import { costOf, type UsageSummary } from "./output/usage.js";
-import { LockLostError, StorageError } from "./verdict.js";
+import { parseShard } from "./input/records.js";
+import { existsSync } from "node:fs";
+import { Writable } from "node:stream";
 
-/** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
-export const RUN_DEFAULTS = {
-  maxRetries: 6,
-  maxFailuresInARow: 50,
-  maxErrorRate: 0,
-  earlyFailures: 20,
-  graceMs: 30_000,
-  dedupCache: 50_000,
-} as const;
+export { RUN_DEFAULTS, SPEND_INTERVAL_MS, type RunProgress } from "./answer.js";
 
-/** How often a run journals what it has spent: a kill -9 loses at most this much of its request and time counts. */
-export const SPEND_INTERVAL_MS = 2000;
+/** Opens a journal: the storage seam of a run (a test puts a failing store in its place). */
+export type OpenJournal = (path: string, input?: string, keep?: readonly string[]) => Promise<{ journal: JournalSink; done: DoneIndex; runs: RunEntry[] }>;
 
-export interface RunProgress {
-  read: number;
-  answered: number;
-  failed: number;
-  resumed: number;
-  inputTokens: number;
-  costUsd: number;
-  bytes: number;
-  totalBytes: number | undefined;
-  /** The share of the configured limits the endpoint's signals allow now (1: the limits themselves). */
-  pace: number;
-}
-
-export interface RunOptions {
-  job: Job;
-  jobName?: string;
-  source: Source;
-  evaluator: Evaluator;
+export interface RunOptions extends AnswerOptions {
+  jobName?: string | undefined;
   journalPath: string;
+  /** The journal as the user knows it (an S3 prefix for a mirrored one), for messages and the summary. */
+  journalName?: string | undefined;
   answers: { target: OutputTarget; format: OutputFormat };
   errors: OutputTarget;
-  /** Where the usage summary JSON goes, if anywhere. */
+  /** Where the usage summary JSON goes, if anywhere: written whatever the verdict. */
   usage?: OutputTarget | undefined;
-  /** A second copy of the summary for a scheduler (`--summary-json`), written whatever the outcome. */
+  /** A second copy of the summary for a scheduler (`--summary-json`), written whatever the verdict. */
   summaryJson?: OutputTarget | undefined;
-  limiter: RunLimiter;
-  concurrency: number;
-  shard?: Shard | undefined;
-  pricePerMillion: number;
-  /** Attempts per record beyond the first, for 408, 429, 5xx and unreachable upstreams. Default 6. */
-  maxRetries?: number | undefined;
-  /** Per attempt, for remote endpoints. */
-  timeoutMs?: number | undefined;
-  /** Responses kept for identical requests later in the run. */
-  dedupCache?: number | undefined;
-  /**
-   * Records in a row that may fail on the endpoint's side (5xx, timeouts,
-   * resets, invalid answers, after their retries) before the run aborts as
-   * resumable instead of filling the errors file. Default 50.
-   */
-  maxFailuresInARow?: number | undefined;
   /** The share of records that may fail with the run still a success. Default 0. */
   maxErrorRate?: number | undefined;
-  /** The first this-many finished records all failing for one reason stop the run (status all-failed). Default 20. */
-  earlyFailures?: number | undefined;
-  /** Stop taking records (SIGTERM, SIGINT): what is in flight finishes within `graceMs`, the journal keeps it, the run is resumable. */
-  stop?: AbortSignal | undefined;
-  graceMs?: number | undefined;
-  logger: Logger;
-  onProgress?: (progress: RunProgress) => void;
   /** The input the journal belongs to (a resolved path, an S3 location, "stdin"); a journal of another input is refused. */
   inputId?: string | undefined;
-  /** The run's lock (`Lock.assertHeld`): checked before every request and before the outputs are written. */
-  fence?: { assertHeld(): void } | undefined;
   /** Calibration, review routing and CSV options applied when the outputs are written. */
-  output?: (OutputPolicy & { calibrationSource?: string | undefined; reviewFile?: string | undefined }) | undefined;
+  output?: RunShaping | undefined;
+  openJournal?: OpenJournal | undefined;
 }
 
 export interface RunResult {
   summary: UsageSummary;
-  status: RunStatus;
+  verdict: Verdict;
+  /** The verdict, under its older name. */
+  status: Verdict;
+  reason: string;
+  /** Whether the outputs were written (they are not for a run that stopped early: they would look complete). */
+  written: boolean;
   /** Why the run stopped before the end, when it did. */
   aborted?: string;
 }
 
-/** The first records all failed for one reason: nothing later will do better. */
-class AllFailed extends Error {
-  override name = "AllFailed";
+/** The journal, answer and write stages: every record answered once into the journal, then the outputs from it. */
+export async function runJob(options: RunOptions): Promise<RunResult> {
+  const identity = options.evaluator.identity(options.job.model);
+  const base = summaryBase(options, identity, [], undefined);
+  let opened: Awaited<ReturnType<OpenJournal>>;
+  try {
+    opened = await (options.openJournal ?? Journal.open)(options.journalPath, options.inputId, options.job.keep ?? []);
+  } catch (error) {
+    await options.limiter.stop();
+    return finishRun(options, base, undefined, stageFailure(error, "journal"));
+  }
+  const answered = await answerRecords(options, opened.journal, opened.done, identity);
+  let end: StageFailure | undefined = answered.verdict ? { verdict: answered.verdict, reason: answered.reason ?? "" } : undefined;
+  try {
+    opened.journal.close();
+  } catch (error) {
+    end ??= stageFailure(error, "journal");
+  }
+  await options.limiter.stop();
+  return finishRun(options, summaryBase(options, identity, opened.runs, answered), answered, end);
 }
 
-export async function runJob(options: RunOptions): Promise<RunResult> {
-  const { job, source, evaluator, limiter, logger } = options;
-  // Part of every record's done key: a rerun on other weights or another endpoint answers again.
-  const identity = evaluator.identity(job.model);
-  const started = Date.now();
-  const { journal, done, runs } = await Journal.open(options.journalPath, options.inputId, job.keep ?? []);
-  const stats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
-  const abort = new AbortController();
-  // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
-  setMaxListeners(Math.max(10, options.concurrency * 2 + 10), abort.signal);
-  const sender = new Sender({
-    evaluator,
-    limiter,
-    maxRetries: options.maxRetries ?? RUN_DEFAULTS.maxRetries,
-    timeoutMs: options.timeoutMs,
-    signal: abort.signal,
-    fence: options.fence,
-  });
-  const sent = sender.counts;
-  const dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
-  const watch = new FailureWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures);
-
-  const report = () =>
-    options.onProgress?.({
-      read: stats.read,
-      answered: stats.answered,
-      failed: stats.failed,
-      resumed: stats.resumed,
-      inputTokens: stats.inputTokens,
-      costUsd: costOf(stats.inputTokens + sent.wastedInput, options.pricePerMillion),
-      bytes: source.progress().bytes,
-      totalBytes: source.progress().total,
-      pace: limiter.paceReport().current,
-    });
-
-  const fail = (item: { seq: number; line: number; source: string }, id: string, status: number, type: string, message: string, h?: string) => {
-    const entry: ErrorEntry = { k: "error", seq: item.seq, line: item.line, source: item.source, id, status, type, message, ...(h ? { h } : {}) };
-    journal.append(entry);
-    stats.failed++;
-    const reason = watch.failed(status, type, message);
-    if (reason) throw new AllFailed(reason);
-  };
-  const succeeded = () => {
-    stats.answered++;
-    watch.answered();
-  };
-
-  // An endpoint that fails every record is down, not picky: stop, and let a rerun resume, rather than
-  // write the whole input to the errors file.
-  const maxInARow = options.maxFailuresInARow ?? RUN_DEFAULTS.maxFailuresInARow;
-  let failuresInARow = 0;
-  const endpointFailed = (outcome: Outcome) => {
-    if (outcome.ok) failuresInARow = 0;
-    else if ((outcome.status === 0 || outcome.status === 408 || outcome.status >= 500) && ++failuresInARow >= maxInARow) {
-      throw new AbortRun(`the endpoint failed ${failuresInARow} records in a row with nothing answered between them (the last: ${outcome.message})`);
-    }
-  };
-
-  const processItem = async (item: SourceItem): Promise<void> => {
-    stats.read++;
-    const prepared = prepareItem(job, item, options.shard, identity);
-    if (prepared.kind === "other-shard") return void stats.otherShards++;
-    if (prepared.kind === "invalid") return fail(item, prepared.id, prepared.status, prepared.type, prepared.message);
-    const { request, hash, id } = prepared;
-    const h = hash.slice(0, 16);
-    if (done.has(item.seq, h)) {
-      // Answered before, while the job kept other fields: keep what the job keeps now, from the input.
-      if (done.staleKeep(item.seq)) journal.append({ k: "keep", seq: item.seq, keep: prepared.keep });
-      return void stats.resumed++;
-    }
-    const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
-    const zero: Usage = { input_tokens: 0, output_tokens: 0 };
-
-    const earlier = dedup.earlier(hash);
-    if (earlier) {
-      journal.append({
-        k: "answer",
-        ...base,
-        model: earlier.model,
-        answers: earlier.answers,
-        usage: zero,
-        ...(earlier.label_mass ? { label_mass: earlier.label_mass } : {}),
-        dedup_of: earlier.seq,
-      } satisfies AnswerEntry);
-      return succeeded();
-    }
-    const pending = dedup.pending(hash);
-    if (pending) {
-      const outcome = await pending.outcome;
-      if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-      journal.append({
-        k: "answer",
-        ...base,
-        model: outcome.evaluation.response.model,
-        answers: outcome.evaluation.response.answers,
-        usage: zero,
-        ...(outcome.evaluation.labelMass ? { label_mass: outcome.evaluation.labelMass } : {}),
-        dedup_of: pending.seq,
-      });
-      return succeeded();
-    }
-    let estimate: number;
+/** The write stage: the outputs from the journal (unless the run ended early: they would look complete), then the summaries. */
+async function finishRun(options: RunOptions, base: SummaryBase, answered: Answered | undefined, early: StageFailure | undefined): Promise<RunResult> {
+  let verdict: Verdict;
+  let reason: string;
+  let summary: UsageSummary;
+  let written = false;
+  if (early || !answered) {
+    ({ verdict, reason } = early ?? { verdict: "internal-error", reason: "the run ended without answering" });
+    summary = runSummary(base, undefined, verdict);
+  } else {
     try {
-      estimate = evaluator.estimateInputTokens(request);
+      const counts = await writeOutputs(options.journalPath, options.job, options.answers, options.errors, options.output);
+      verdict = statusOf(answered.stats.read, counts, options.maxErrorRate ?? 0);
+      reason = reasonOf(verdict, counts.failed, counts.answered + counts.failed, answered.sameReason);
+      const shaping = options.output;
+      const calibrationSource = shaping?.calibrationSource ?? (shaping?.calibration === "batch" ? "batch" : "file");
+      const reviewFile = shaping?.review ? (shaping.reviewFile ?? shaping.review.target.describe) : undefined;
+      summary = runSummary(base, { written: counts, calibrationSource, reviewFile }, verdict);
+      written = true;
     } catch (error) {
-      const typed = error instanceof TypedEvalError ? error : undefined;
-      return fail(item, id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
+      ({ verdict, reason } = stageFailure(error, "write"));
+      if (verdict === "internal-error") options.logger.debug({ err: error }, "writing the outputs failed");
+      summary = runSummary(base, undefined, verdict);
     }
-    const outcome = await dedup.track(hash, item.seq, () => sender.send(request, estimate));
-    endpointFailed(outcome);
-    if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-    const { response, labelMass } = outcome.evaluation;
-    journal.append({
-      k: "answer",
-      ...base,
-      model: response.model,
-      answers: response.answers,
-      usage: response.usage,
-      ...(labelMass ? { label_mass: labelMass } : {}),
-    });
-    dedup.remember(hash, item.seq, response, labelMass);
-    stats.inputTokens += response.usage.input_tokens;
-    succeeded();
-  };
-
-  let aborted: string | undefined;
-  let status: RunStatus | undefined;
-  // The lock lost or the store gone: the run stops and the error is its verdict (the caller maps it).
-  let fatal: LockLostError | StorageError | undefined;
-  // What this run spent, journaled as it goes: a killed run's requests and time are not lost.
-  const spent = { at: started, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
-  const journalSpending = (final = false) => {
-    const now = Date.now();
-    if (!final && sent.requests === spent.requests) return;
-    journal.append({
-      k: "run",
-      started: new Date(started).toISOString(),
-      seconds: (now - spent.at) / 1000,
-      requests: sent.requests - spent.requests,
-      retries: sent.retries - spent.retries,
-      rate_limited: sent.rateLimited - spent.rateLimited,
-      overloaded: sent.overloaded - spent.overloaded,
-      wasted_input_tokens: sent.wastedInput - spent.wastedInput,
-    });
-    Object.assign(spent, { at: now, ...sent });
-  };
-  const timer = setInterval(report, 500);
-  const spendTimer = setInterval(() => journalSpending(), SPEND_INTERVAL_MS);
-  const stopWith = (why: string, as: RunStatus, error: unknown) => {
-    if (aborted === undefined) {
-      aborted = why;
-      status = as;
-    }
-    abort.abort(error);
-  };
-  try {
-    const end = await forEachBounded(source.items, options.concurrency, processItem, {
-      stop: options.stop,
-      graceMs: options.graceMs ?? RUN_DEFAULTS.graceMs,
-      halted: () => aborted !== undefined,
-      onTaskError: (error) => {
-        if (error instanceof LockLostError || error instanceof StorageError) {
-          fatal ??= error;
-          stopWith(error.message, "aborted", error);
-        } else if (error instanceof AbortRun) stopWith(error.message, "aborted", error);
-        else if (error instanceof AllFailed) stopWith(error.message, "all-failed", error);
-        else if (!abort.signal.aborted) {
-          stopWith(`internal error: ${(error as Error).message}`, "aborted", error);
-          logger.error({ err: error }, "record processing failed");
-        }
-      },
-      onSourceError: (error) => {
-        // The source itself failed (a CSV syntax error, invalid UTF-8, a gzip or network error): stop, keep what finished.
-        stopWith((error as Error).message, error instanceof SourceError ? (error.absent ? "no-input" : "bad-input") : "aborted", error);
-      },
-      onGraceOver: () => abort.abort(new Error("the grace period ran out")),
-    }).catch(() => "halted" as const);
-    if (end === "stopped" && aborted === undefined) {
-      aborted = "the records in flight finished and are kept";
-      status = "stopped";
-    }
-  } finally {
-    clearInterval(timer);
-    clearInterval(spendTimer);
-    report();
   }
+  Object.assign(summary, { verdict, reason, journal: options.journalName ?? options.journalPath });
+  await writeSummaries([options.usage, options.summaryJson], summary, options.logger);
+  return { summary, verdict, status: verdict, reason, written, ...(written ? {} : { aborted: reason }) };
+}
 
-  const seconds = (Date.now() - started) / 1000;
-  journalSpending(true);
-  journal.close();
-  await limiter.stop();
-  if (fatal) throw fatal;
-  const base = {
-    job,
+function reasonOf(verdict: Verdict, failed: number, finished: number, sameReason: string | undefined): string {
+  if (verdict === "no-input") return "the input holds no records: check that it is the file you meant";
+  if (verdict === "all-failed") return sameReason ?? `all ${failed} records failed: see the errors file`;
+  if (verdict === "failures") return `${failed} of ${finished} records failed, more than --max-error-rate allows`;
+  return "";
+}
+
+function summaryBase(options: RunOptions, identity: string, runs: readonly RunEntry[], answered: Answered | undefined): SummaryBase {
+  const stats = answered?.stats ?? { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
+  const sent = answered?.sent ?? { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+  const started = answered?.started ?? Date.now();
+  return {
+    job: options.job,
     jobName: options.jobName,
     identity,
     price: options.pricePerMillion,
-    input: source.name,
+    input: options.source.name,
     output: options.answers.target.describe,
     runs,
-    thisRun: { started, seconds, stats, sent, pace: limiter.paceReport() },
+    thisRun: { started, seconds: (Date.now() - started) / 1000, stats, sent, pace: options.limiter.paceReport() },
   };
-  let summary: UsageSummary;
-  if (aborted !== undefined) {
-    // Outputs are not written for a run that stopped early: they would look complete. The journal keeps the work.
-    summary = runSummary(base, undefined, status ?? "aborted");
-  } else {
-    options.fence?.assertHeld();
-    const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
-    status = statusOf(stats.read, written, options.maxErrorRate ?? RUN_DEFAULTS.maxErrorRate);
-    const shaping = options.output;
-    summary = runSummary(
-      base,
-      {
-        written,
-        calibrationSource: shaping?.calibrationSource ?? (shaping?.calibration === "batch" ? "batch" : "file"),
-        reviewFile: shaping?.review ? (shaping.reviewFile ?? shaping.review.target.describe) : undefined,
-      },
-      status,
-    );
-    if (options.usage) await writeJson(options.usage, summary);
-  }
-  if (options.summaryJson) await writeJson(options.summaryJson, summary);
-  return { summary, status: status ?? "aborted", ...(aborted !== undefined ? { aborted } : {}) };
 }
 
-async function writeJson(target: OutputTarget, value: unknown): Promise<void> {
-  const out = target.open();
-  out.stream.write(`${JSON.stringify(value, null, 2)}\n`);
-  await out.commit();
+/** The verdict of an error that ended a stage after the check: a store failing is resumable; anything unforeseen is a bug. */
+function stageFailure(error: unknown, stage: "journal" | "write" | "lock"): StageFailure {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof LockedError) return { verdict: "locked", reason: message };
+  if (error instanceof LockLostError) return { verdict: "lock-lost", reason: message };
+  if (isStorageFailure(error)) return { verdict: "storage-unavailable", reason: `${stage}: ${checkFailure(error).reason}` };
+  return checkFailure(error);
+}
+
+/** Writes the usage summary and `--summary-json`; a store that refuses them is logged, never allowed to hide the verdict. */
+async function writeSummaries(targets: readonly (OutputTarget | undefined)[], summary: UsageSummary, logger: Logger): Promise<void> {
+  for (const target of targets) {
+    if (!target) continue;
+    try {
+      const out = target.open();
+      out.stream.write(`${JSON.stringify(summary, null, 2)}\n`);
+      await out.commit();
+    } catch (error) {
+      logger.warn({ err: error, summary: target.describe }, `could not write the summary ${target.describe}: ${checkFailure(error).reason}`);
+    }
+  }
+}
+
+/** What the `run` command hands the lifecycle: its options, read once, and the seams a test may replace. */
+export interface RunRequest {
+  settings: JobSettings;
+  places: RunPlaces;
+  shaping: ShapingSettings;
+  rpm: number;
+  tps: number;
+  maxRetries: number;
+  maxFailuresInARow: number;
+  maxErrorRate: number;
+  graceMs: number;
+  /** Milliseconds between shipments of an S3 journal. */
+  journalFlushMs: number;
+  stop?: AbortSignal | undefined;
+  logger: Logger;
+  onProgress?: AnswerOptions["onProgress"];
+  openModel: OpenModel;
+  openJournal?: OpenJournal | undefined;
+  /** Output targets by location (S3, a path, stdout); a test may put failing ones in their place. */
+  target?: ((location: string) => OutputTarget) | undefined;
+}
+
+/** How a run ended: its verdict, why, the summary written, and where the finished work is kept. */
+export interface RunEnd {
+  verdict: Verdict;
+  reason: string;
+  summary: UsageSummary;
+  journal: string | undefined;
+  paths: RunPaths | undefined;
+  /** Whether the outputs were written. */
+  written: boolean;
+}
+
+/** What the check stage found: everything the later stages need. */
+interface Checked {
+  paths: RunPaths;
+  job: Job;
+  shard: Shard | undefined;
+  source: Source;
+  shaping: ReturnType<typeof outputPolicy>;
+}
+
+/** Runs every stage in order; returns the verdict, having written the summaries for it. */
+export async function runLifecycle(request: RunRequest): Promise<RunEnd> {
+  const logger = request.logger;
+  const checked = await stage(logger, () => checkStage(request));
+  if ("verdict" in checked) return endEarly(request, checked, undefined);
+  const journal = checked.paths.remoteJournal ?? checked.paths.journalPath;
+  const held = await stage(logger, () => lockStage(request, checked.paths));
+  if ("verdict" in held) return endEarly(request, held, checked);
+  let evaluator: Evaluator | undefined;
+  try {
+    // The model's check comes after the lock: a refused run loads (or downloads) nothing.
+    const opened = await stage(logger, () => openModelFor(request.settings, checked.job, request.openModel));
+    if ("verdict" in opened) return await endEarly(request, opened, checked);
+    evaluator = opened.evaluator;
+    const verified = await stage(logger, async () => checked.shaping.verify(opened.evaluator));
+    if (verified !== undefined && "verdict" in verified) return await endEarly(request, verified, checked);
+    const result = await runJob(jobOptions(request, checked, opened, held.fence));
+    return { verdict: result.verdict, reason: result.reason, summary: result.summary, journal, paths: checked.paths, written: result.written };
+  } catch (error) {
+    request.logger.debug({ err: error }, "the run failed unexpectedly");
+    return await endEarly(request, { verdict: "internal-error", reason: (error as Error).message }, checked);
+  } finally {
+    await releaseStage(request.logger, evaluator, held);
+  }
+}
+
+/** A stage's outcome, or its failure as a verdict (a bug included: the stack goes to the debug log). */
+async function stage<T>(logger: Logger, run: () => Promise<T>): Promise<T | StageFailure> {
+  try {
+    return await run();
+  } catch (error) {
+    const failure = error instanceof LockedError ? { verdict: "locked" as const, reason: error.message } : checkFailure(error);
+    if (failure.verdict === "internal-error") logger.debug({ err: error }, "a stage failed unexpectedly");
+    return failure;
+  }
+}
+
+/** The check stage: where everything goes, the job and its shaping, and the input's first record. No model is loaded yet. */
+async function checkStage(request: RunRequest): Promise<Checked> {
+  const { settings } = request;
+  const job = readJob(settings.jobFile, settings.model);
+  const paths = runPaths(settings, request.places);
+  const shaping = outputPolicy(request.shaping, settings.jobFile, job, paths, request.logger);
+  checkPlaces(paths, settings.input, shaping.policy.reviewFile);
+  const shard = settings.shard ? parseShard(settings.shard) : undefined;
+  const source = await checkFirstRecord(await openSource(settings, job, request.logger));
+  return { paths, job, shard, source, shaping };
+}
+
+/** What the lock stage holds: the lock, the S3 mirror of the journal, and the fence checked before each request. */
+interface Held {
+  lock: Lock;
+  mirror: S3Journal | undefined;
+  fence: () => void;
+}
+
+/** The lock stage: one run per journal, refused at once while another holds it; an S3 journal is pulled (proving the store answers and is writable). */
+async function lockStage(request: RunRequest, paths: RunPaths): Promise<Held> {
+  const remote = paths.remoteJournal;
+  if (!remote) {
+    const lock = acquireLock(`${paths.journalPath}.lock`);
+    return { lock, mirror: undefined, fence: () => lock.assertHeld() };
+  }
+  const lock = await acquireS3Lock(remote);
+  try {
+    const mirror = new S3Journal(remote, paths.journalPath, { flushMs: request.journalFlushMs });
+    mirror.onError = (error) => request.logger.warn({ err: error, journal: remote }, "could not ship the journal to S3; retrying at the next flush");
+    const { segments } = await mirror.pull();
+    request.logger.info({ journal: remote, segments }, segments ? `resuming from the journal in ${remote} (${segments} segments)` : `journaling to ${remote}`);
+    mirror.start();
+    // Before each request and before any output: the lock still ours, and the journal still reaching S3.
+    const fence = () => {
+      lock.assertHeld();
+      mirror.assertShipping();
+    };
+    return { lock, mirror, fence };
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
+}
+
+/** The release stage: the model closed, the journal shipped, the lock given back; failures here are logged, the verdict stands. */
+async function releaseStage(logger: Logger, evaluator: Evaluator | undefined, held: Held): Promise<void> {
+  for (const step of [() => evaluator?.close(), () => held.mirror?.close(), () => held.lock.release()]) {
+    try {
+      await step();
+    } catch (error) {
+      logger.warn({ err: error }, `releasing the run: ${checkFailure(error).reason}`);
+    }
+  }
+}
+
+function jobOptions(
+  request: RunRequest,
+  checked: Checked,
+  opened: { evaluator: Evaluator; price: number; concurrency: number },
+  fence: () => void,
+): RunOptions {
+  const { paths, job, source, shard } = checked;
+  const target = request.target ?? targetOf;
+  return {
+    job,
+    source,
+    shard,
+    evaluator: opened.evaluator,
+    concurrency: opened.concurrency,
+    jobName: request.settings.jobFile,
+    journalPath: paths.journalPath,
+    journalName: paths.remoteJournal ?? paths.journalPath,
+    answers: { target: target(paths.output), format: paths.answersFormat },
+    errors: paths.errors === undefined ? discarded() : target(paths.errors),
+    usage: paths.usage === undefined ? undefined : target(paths.usage),
+    summaryJson: paths.summaryJson === undefined ? undefined : target(paths.summaryJson),
+    output: checked.shaping.policy,
+    inputId: paths.inputId,
+    limiter: new RunLimiter({ requestsPerMinute: request.rpm, tokensPerSecond: request.tps }),
+    pricePerMillion: opened.price,
+    maxRetries: request.maxRetries,
+    timeoutMs: request.settings.timeoutSeconds * 1000,
+    maxFailuresInARow: request.maxFailuresInARow,
+    maxErrorRate: request.maxErrorRate,
+    stop: request.stop,
+    graceMs: request.graceMs,
+    logger: request.logger,
+    onProgress: request.onProgress,
+    fence,
+    openJournal: request.openJournal,
+  };
+}
+
+/** An output nobody asked for (the errors of `-o -` without --errors): the journal keeps the failed records. */
+function discarded(): OutputTarget {
+  return {
+    describe: "(the journal)",
+    open: () => ({ stream: new Writable({ write: (_chunk, _encoding, done) => done() }), commit: async () => undefined, abort: async () => undefined }),
+  };
+}
+
+/** A verdict before the journal stage: the summaries still say what happened and why. */
+async function endEarly(request: RunRequest, failure: StageFailure, checked: Checked | undefined): Promise<RunEnd> {
+  const { settings } = request;
+  const summary = emptySummary(checked?.job.model ?? settings.model, settings.price ?? 0);
+  const paths = checked?.paths ?? safePaths(request);
+  // A journal is named only when there is one: a check that failed opened none.
+  const journal = paths ? (paths.remoteJournal ?? (existsSync(paths.journalPath) ? paths.journalPath : undefined)) : undefined;
+  Object.assign(summary, { status: failure.verdict, verdict: failure.verdict, reason: failure.reason, input: settings.input, job: settings.jobFile });
+  if (paths) Object.assign(summary, { output: paths.output, ...(journal ? { journal } : {}) });
+  const target = request.target ?? targetOf;
+  const usage = paths?.usage === undefined ? undefined : target(paths.usage);
+  const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
+  await writeSummaries([usage, summaryJson === undefined ? undefined : target(summaryJson)], finish(summary), request.logger);
+  return { verdict: failure.verdict, reason: failure.reason, summary, journal, paths, written: false };
+}
+
+/** The run's places, when its options resolve to any (a check that failed early may not have got that far). */
+function safePaths(request: RunRequest): RunPaths | undefined {
+  try {
+    return runPaths(request.settings, request.places);
+  } catch {
+    return undefined;
+  }
 }

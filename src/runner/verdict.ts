@@ -77,3 +77,42 @@ export class StorageError extends Error {
 export class LockLostError extends Error {
   override name = "LockLostError";
 }
+
+/** The stages of a run, in order; a verdict names the stage it came from. */
+export type Stage = "check" | "lock" | "journal" | "answer" | "write" | "release";
+
+/** Error codes of a file system that refused a write or ran out of room: mid-run, a storage failure. */
+const STORAGE_CODES = new Set(["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO", "EISDIR", "ENOTDIR", "ENOENT"]);
+/** Network error codes an S3 store fails with. */
+const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+/** Whether an error is a store (the disk, S3) failing, rather than a bug or a bad invocation. */
+export function isStorageFailure(error: unknown): boolean {
+  if (error instanceof StorageError) return true;
+  if (!(error instanceof Error)) return false;
+  const e = error as Error & { code?: string; $metadata?: { httpStatusCode?: number } };
+  if (e.code !== undefined && (STORAGE_CODES.has(e.code) || NETWORK_CODES.has(e.code))) return true;
+  // The AWS SDK's service errors carry the HTTP status: 5xx is the store failing; a 403 mid-run, its permission changing.
+  const status = e.$metadata?.httpStatusCode;
+  if (status !== undefined && (status >= 500 || status === 403)) return true;
+  return e.cause instanceof Error && e.cause !== error ? isStorageFailure(e.cause) : false;
+}
+
+/** What a run's end says: the verdict, why, and where its finished work is kept. */
+export interface VerdictReport {
+  verdict: Verdict;
+  reason: string;
+  /** The journal (a path or an S3 prefix), when the run got as far as opening one. */
+  journal?: string | undefined;
+  signal?: NodeJS.Signals | undefined;
+}
+
+/** The one line (or two) a run that did not finish prints on stderr: what happened, where the work is kept, what to do, the exit code. */
+export function verdictLine(report: VerdictReport): string {
+  const row = VERDICTS[report.verdict];
+  const code = row.exit(report.signal);
+  const headline = report.verdict === "stopped" && report.signal ? `stopped by ${report.signal}` : row.headline;
+  const kept = report.journal ? ` Finished records are kept in ${report.journal}.` : "";
+  const written = report.verdict === "done" || report.verdict === "failures" ? "" : " No output was written.";
+  return `typed-eval: ${headline}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`;
+}

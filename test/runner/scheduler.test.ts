@@ -12,6 +12,7 @@ import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { BIN, runCli } from "../support/cli.js";
 import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
+import { whenFile } from "../support/watch.js";
 
 let dir: string;
 let upstream: Upstream;
@@ -106,6 +107,37 @@ describe("scheduler-grade runs", () => {
     expect(received.size).toBe(300);
     expect([...received.values()].every((n) => n === 1)).toBe(true);
   }, 60_000);
+
+  it("SIGTERM with the last records in hand (the final two windows of --concurrency): a stop, never done with records missing", async () => {
+    received.clear();
+    delayMs = 100;
+    const n = 400;
+    const data = input("z", n);
+    const out = join(dir, "z.out.jsonl");
+    const summary = join(dir, "z.summary.json");
+    const args = ["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "8", "--summary-json", summary];
+    const run = start(args);
+    const countAnswers = (text: string) => text.split("\n").filter((l) => l.includes('"k":"answer"')).length;
+    const ready = await whenFile(`${out}.journal`, (text) => countAnswers(text) >= n - 8, run.child);
+    expect(ready).toBe("ready");
+    run.child.kill("SIGTERM");
+    const first = await run.exited;
+    const written = JSON.parse(readFileSync(summary, "utf8")) as { verdict: string; reason: string };
+    if (first.code === 0) {
+      // Every record was in the journal before the stop took effect: done is the truth.
+      expect(rows(out)).toHaveLength(n);
+      expect(written.verdict).toBe("done");
+    } else {
+      expect(first.code).toBe(143);
+      expect(written.verdict).toBe("stopped");
+      expect(existsSync(out)).toBe(false);
+      const rerun = start(args.slice(0, -2));
+      expect((await rerun.exited).code).toBe(0);
+    }
+    const ids = rows(out).map((r) => r.id);
+    expect(new Set(ids).size).toBe(n);
+    expect(ids).toHaveLength(n);
+  }, 90_000);
 
   it("a second run on the same journal exits 7 at once, naming the holder; a dead holder's lock is taken over", async () => {
     received.clear();

@@ -4,22 +4,15 @@
  */
 import { totalVariation } from "../../evaluator/calibration.js";
 import type { Job } from "../job.js";
+import type { Verdict } from "../verdict.js";
 import type { RunEntry } from "../state/journal.js";
 import type { WrittenCounts } from "./outputs.js";
 import type { PaceReport } from "../send/pacing.js";
 import type { SendCounts } from "../send/send.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
 
-/**
- * - done: every record answered, or failures within `--max-error-rate`;
- * - failures: more records failed than `--max-error-rate` allows;
- * - all-failed: every record failed, or the first ones all for one reason;
- * - no-input: the input holds no records;
- * - bad-input: the input is unreadable past some point;
- * - aborted: the endpoint refused the key, is unreachable or failing; resumable;
- * - stopped: a signal stopped the run after what was in flight; resumable.
- */
-export type RunStatus = "done" | "failures" | "all-failed" | "no-input" | "bad-input" | "aborted" | "stopped";
+/** How a run ended: one of the verdicts of verdict.ts (done, failures, all-failed, no-input, bad-input, aborted, stopped, ...). */
+export type RunStatus = Verdict;
 
 /** The status of a run that read its whole input. */
 export function statusOf(read: number, written: Pick<WrittenCounts, "answered" | "failed">, maxErrorRate: number): RunStatus {
@@ -47,6 +40,12 @@ export class FailureWatch {
 
   answered(): void {
     this.decided = true;
+  }
+
+  /** The reason the records finished so far all failed for, when they did (however few they are). */
+  sameReason(): string | undefined {
+    if (this.decided || this.seen === 0) return undefined;
+    return `${this.seen === 1 ? "the only record" : `all ${this.seen} records`} failed for the same reason (${this.first})`;
   }
 
   /** Counts a failure; returns the reason to stop for when the first `window` records all failed alike. */

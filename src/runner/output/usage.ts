@@ -6,8 +6,14 @@
 export interface UsageSummary {
   /** Schema marker, so `usage` can refuse other JSON. */
   kind: "typed-eval.usage";
-  /** How the run ended (see RunStatus): done, failures, all-failed, no-input, bad-input, aborted, stopped. */
+  /** How the run ended: its verdict (runner/verdict.ts), kept under this name for readers of older summaries. */
   status?: string;
+  /** How the run ended: done, failures, all-failed, no-input, bad-input, locked, lock-lost, storage-unavailable, aborted, stopped, internal-error. */
+  verdict?: string;
+  /** Why, in one line (empty for done). */
+  reason?: string;
+  /** Where the run's finished records are kept (its journal), when it opened one. */
+  journal?: string;
   job?: string;
   input?: string;
   output?: string;

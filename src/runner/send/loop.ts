@@ -80,6 +80,8 @@ export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: nu
     await Promise.allSettled(tasks);
     throw error;
   }
+  // A stop that came after the last record was taken still skipped the records queued behind the limit: a stop, not done.
+  if (end === "done" && stop?.aborted) end = "stopped";
   // Stopped or halted early: end the input's stream (an S3 body holds its socket until then); a pending read settles on
   // its own.
   if (end !== "done") void iterator.return?.().catch(() => undefined);
