@@ -7,12 +7,11 @@
  */
 import { setMaxListeners } from "node:events";
 import { TypedEvalError } from "../api/errors.js";
-import type { Usage } from "../api/schema.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import { Dedup } from "./state/dedup.js";
 import type { Job } from "./job.js";
-import { Journal, type AnswerEntry, type ErrorEntry } from "./state/journal.js";
+import { Journal, type ErrorEntry } from "./state/journal.js";
 import type { RunLimiter } from "./send/limiter.js";
 import { forEachBounded } from "./send/loop.js";
 import { writeOutputs, type OutputFormat, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
@@ -21,6 +20,7 @@ import { AbortRun, Sender, type Outcome } from "./send/send.js";
 import { SourceError, type Source, type SourceItem } from "./input/source.js";
 import { FailureWatch, runSummary, statusOf, type RunStatus } from "./output/summary.js";
 import { costOf, type UsageSummary } from "./output/usage.js";
+import { describeDuplicates } from "./output/duplicate-ids.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {
@@ -122,6 +122,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   });
   const sent = sender.counts;
   const dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
+  // A resumed run copies what earlier runs answered, as one uninterrupted run would have: the same output file.
+  if (done.size > 0) await dedup.prime(options.journalPath);
   const watch = new FailureWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures);
 
   const report = () =>
@@ -173,36 +175,19 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       return void stats.resumed++;
     }
     const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
-    const zero: Usage = { input_tokens: 0, output_tokens: 0 };
 
-    const earlier = dedup.earlier(hash);
-    if (earlier) {
-      journal.append({ k: "answer", ...base, model: earlier.model, answers: earlier.answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
-      return succeeded();
-    }
-    const pending = dedup.pending(hash);
-    if (pending) {
-      const outcome = await pending.outcome;
-      if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-      journal.append({
-        k: "answer",
-        ...base,
-        model: outcome.evaluation.response.model,
-        answers: outcome.evaluation.response.answers,
-        usage: zero,
-        dedup_of: pending.seq,
-      });
-      return succeeded();
-    }
-    let estimate: number;
-    try {
-      estimate = evaluator.estimateInputTokens(request);
-    } catch (error) {
-      const typed = error instanceof TypedEvalError ? error : undefined;
-      return fail(item, id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
-    }
-    const outcome = await dedup.track(hash, item.seq, () => sender.send(request, estimate));
-    endpointFailed(outcome);
+    // Identical requests are sent once (state/dedup.ts): a copy names its original by id and carries its label mass, with zero usage.
+    const { outcome, copyOf } = await dedup.answer(h, id, () => {
+      let estimate: number;
+      try {
+        estimate = evaluator.estimateInputTokens(request);
+      } catch (error) {
+        const typed = error instanceof TypedEvalError ? error : undefined;
+        return Promise.resolve({ ok: false, status: typed?.status ?? 0, error: typed?.code ?? "internal_error", message: (error as Error).message } as const);
+      }
+      return sender.send(request, estimate);
+    });
+    if (copyOf === undefined) endpointFailed(outcome);
     if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
     const { response, labelMass } = outcome.evaluation;
     journal.append({
@@ -212,8 +197,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
       answers: response.answers,
       usage: response.usage,
       ...(labelMass ? { label_mass: labelMass } : {}),
+      ...(copyOf !== undefined ? { dedup_of: copyOf } : {}),
     });
-    dedup.remember(hash, item.seq, response);
     stats.inputTokens += response.usage.input_tokens;
     succeeded();
   };
@@ -283,6 +268,7 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     job,
     jobName: options.jobName,
     identity,
+    model: evaluator.versionedId?.(job.model),
     price: options.pricePerMillion,
     input: source.name,
     output: options.answers.target.describe,
@@ -295,6 +281,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
     summary = runSummary(base, undefined, status ?? "aborted");
   } else {
     const written = await writeOutputs(options.journalPath, job, options.answers, options.errors, options.output);
+    // Repeated ids are kept (each row is its own record) but said out loud: a join on id downstream would double them.
+    if (written.duplicateIds) logger.warn({ duplicate_ids: written.duplicateIds }, describeDuplicates(written.duplicateIds));
     status = statusOf(stats.read, written, options.maxErrorRate ?? RUN_DEFAULTS.maxErrorRate);
     const shaping = options.output;
     summary = runSummary(
