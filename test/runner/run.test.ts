@@ -226,6 +226,29 @@ describe("typed-eval run", () => {
   });
 });
 
+describe("repeated ids", () => {
+  it("keeps every row in input order, says so in the log and the summary, and assess accepts the output", () => {
+    const lines = tickets(5).map((l, i) => l.replace(/"ticket_id":"T\d+"/, `"ticket_id":"T${[0, 1, 0, 2, 1][i]}"`));
+    const out = join(dir, "repeated.out.jsonl");
+    const r = cli(["run", file("repeated.jsonl", `${lines.join("\n")}\n`), "--job", jobPath(), "-o", out]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/2 rows repeat an id an earlier row has, such as "T0" \(lines 1 and 3\), "T1" \(lines 2 and 5\)/);
+    expect(rows(out).map((row) => `${row.id}@${row.line}`)).toEqual(["T0@1", "T1@2", "T0@3", "T2@4", "T1@5"]);
+    expect(usage(out).duplicate_ids).toEqual({
+      rows: 2,
+      examples: [
+        { id: "T0", first_line: 1, line: 3 },
+        { id: "T1", first_line: 2, line: 5 },
+      ],
+    });
+    const gold = file("repeated-gold.csv", "id,urgent\nT0,yes\nT1,no\nT2,yes\n");
+    const assessed = cli(["assess", out, "--gold", gold, "--json"]);
+    expect(assessed.stderr).toBe("");
+    expect(assessed.code).toBe(0);
+    expect(JSON.parse(assessed.stdout).rows).toMatchObject({ answers: 5, matched: 3, repeated_ids: 2 });
+  }, 120_000);
+});
+
 describe("resume keys on the model's identity", () => {
   it("keeps answers for the same weights and answers again for other weights", () => {
     const input = file("m.jsonl", `${tickets(6).join("\n")}\n`);
