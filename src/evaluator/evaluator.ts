@@ -44,6 +44,11 @@ export interface Evaluator {
    */
   identity(model: string): string;
   /**
+   * The versioned id (`<name>-<major.minor.patch>`) a name answers as, when the evaluator knows it
+   * (embedded models); a remote endpoint names its model in each response.
+   */
+  versionedId?(model: string): string | undefined;
+  /**
    * The exact text the model reads for a request: the shared prefix, then
    * each question's suffix up to the answer position. Only evaluators that
    * render prompts themselves (embedded models) have it; a remote endpoint

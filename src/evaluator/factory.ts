@@ -3,7 +3,8 @@ import { existsSync, realpathSync, statSync } from "node:fs";
 import { LlamaEngine, type GpuChoice } from "../engines/llama.js";
 import { cachedSha256, pullModel, type Progress } from "../models/download.js";
 import { basename } from "node:path";
-import { defaultModelsDir, RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
+import { defaultModelsDir, fileModelId, RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
+
 import { LocalEvaluator } from "./local.js";
 import { detectTemplate, TEMPLATES, type ChatTemplate } from "./prompt.js";
 import type { ModelEntry } from "../models/registry.js";
@@ -112,11 +113,13 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     const why = describeSystemError(error) ?? `${(error as Error).message} (a truncated or unsupported GGUF file, or too little memory)`;
     throw new RegistryError(`cannot load model file ${file}: ${why}`, { cause: error });
   }
-  options.onBackend?.(engine.backend, entry.name);
+  // The one name of the model that runs: the registry's versioned id for its own weights, else the file's (registry.ts).
+  const id = registryWeights ? versionedId(entry) : fileModelId(engine.modelName, file, sha256 as string);
+  options.onBackend?.(engine.backend, id);
   const template: ChatTemplate = entry.template ? (TEMPLATES[entry.template] as ChatTemplate) : detectTemplate(engine.chatTemplate);
   if (registryWeights) {
     return new LocalEvaluator(engine, {
-      id: versionedId(entry),
+      id,
       weights: weightsOf(file, sha256),
       temperature: entry.temperature,
       template,
@@ -125,7 +128,6 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     });
   }
   // Another file: named from its own metadata and bytes, never as the registry's model, and priced at 0.
-  const id = fileModelId(engine.modelName, file, sha256 as string);
   const stat = statSync(file);
   const described = `${basename(file)}${engine.modelName ? ` (general.name: ${engine.modelName})` : ""}, sha256 ${(sha256 as string).slice(0, 16)}…, run with --model-path`;
   return new LocalEvaluator(engine, {
@@ -140,15 +142,6 @@ async function openLocal(entry: ModelEntry, options: Omit<OpenLocalOptions, "mod
     })),
     price: 0,
   });
-}
-
-/** The name of a model run from a file: its GGUF `general.name` (or file name) as a slug, and 8 hex digits of its SHA-256. */
-export function fileModelId(generalName: string | undefined, file: string, sha256: string): string {
-  const base = (generalName ?? basename(file).replace(/\.gguf$/i, ""))
-    .toLowerCase()
-    .replace(/[^a-z0-9.]+/g, "-")
-    .replace(/^-+|-+$/g, "");
-  return `${base || "model"}-${sha256.slice(0, 8)}`;
 }
 
 /**

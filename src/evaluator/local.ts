@@ -61,6 +61,10 @@ export class LocalEvaluator implements Evaluator {
     return this.config.price;
   }
 
+  versionedId(): string {
+    return this.config.id;
+  }
+
   identity(): string {
     const { id, weights, template, temperature } = this.config;
     return JSON.stringify(["local", id, weights ?? "", template.name, temperature]);

@@ -87,6 +87,10 @@ export class ModelRouter implements ModelSet {
     return this.route(model).identity(model);
   }
 
+  versionedId(model: string): string | undefined {
+    return this.route(model).versionedId?.(model);
+  }
+
   promptText(request: SystemOneRequest): string {
     const evaluator = this.route(request.model);
     if (!evaluator.promptText) throw new PromptUnavailableError(request.model);

@@ -57,6 +57,29 @@ export function versionedId(entry: ModelEntry): string {
   return `${entry.name}-${entry.version}`;
 }
 
+/** `<name>-<major.minor.patch>` (spec section 9): the form of every `model` a response reports. */
+export const VERSIONED_ID = /^(.+)-(\d+)\.(\d+)\.(\d+)$/;
+
+/** The version a model run from a file reports: it has no release of its own; the hash in its name tells files apart. */
+export const FILE_MODEL_VERSION = "0.0.0";
+
+/**
+ * The versioned id of a model run from a file (`--model-path`) that is not a
+ * registry entry's weights: its GGUF `general.name` (or file name) as a slug,
+ * then 8 hex digits of its SHA-256, then version 0.0.0, such as
+ * `qwen2.5-0.5b-instruct-ab12cd34-0.0.0`. The hash in the name part tells two
+ * files apart (and with the full hash in the identity, keys resume); 0.0.0
+ * says "no release", so the id keeps the `<name>-<major.minor.patch>` form
+ * clients parse and send back.
+ */
+export function fileModelId(generalName: string | undefined, file: string, sha256: string): string {
+  const base = (generalName ?? basename(file).replace(/\.gguf$/i, ""))
+    .toLowerCase()
+    .replace(/[^a-z0-9.]+/g, "-")
+    .replace(/^-+|-+$/g, "");
+  return `${base || "model"}-${sha256.slice(0, 8)}-${FILE_MODEL_VERSION}`;
+}
+
 function check(file: RegistryFile, origin: string): string[] {
   const problems: string[] = [];
   file.models.forEach((m, i) => {

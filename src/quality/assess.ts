@@ -159,7 +159,15 @@ export interface Assessment {
   kind: "typed-eval.assessment";
   answers: string;
   gold: string;
-  rows: { answers: number; gold: number; matched: number; gold_only: number; answers_only: number };
+  rows: {
+    answers: number;
+    gold: number;
+    matched: number;
+    gold_only: number;
+    answers_only: number;
+    /** Answer rows whose id an earlier answer row had (a run keeps every input row): only the first is joined to the gold. */
+    repeated_ids?: number;
+  };
   /** A few gold ids the answers lack, with their gold lines. */
   gold_only_examples: { id: string; line: number }[];
   ignored_gold_fields: string[];
@@ -362,7 +370,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     : await readGold(goldPath, questions, { idField: options.idField, jobIdField: options.jobIdField });
   const rows = new Map(questions.map((q) => [q.name, new Rows(q.labels.length)]));
   const matched = new Uint8Array(gold.lines.length);
-  const counts = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
+  const counts: Assessment["rows"] = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
   let hadRaw = false;
   let model: string | undefined;
   const nq = questions.length;
@@ -374,7 +382,11 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       counts.answers_only++;
       continue;
     }
-    if (matched[g]) throw new QualityInputError(`${answersPath} line ${row.line}: id ${JSON.stringify(row.id)} appears twice in the answers`);
+    // An id the input repeats (the run keeps and reports every row): the gold labels its first row, in input order.
+    if (matched[g]) {
+      counts.repeated_ids = (counts.repeated_ids ?? 0) + 1;
+      continue;
+    }
     matched[g] = 1;
     counts.matched++;
     if (row.raw) hadRaw = true;
@@ -482,7 +494,7 @@ export function describeAssessment(a: Assessment): string {
   const lines: string[] = [];
   const r = a.rows;
   lines.push(
-    `${r.matched} of ${plural(r.gold, "gold row")} matched ${plural(r.answers, "answer")} (${plural(r.answers_only, "answer")} without gold${r.gold_only ? `, ${plural(r.gold_only, "gold row")} without answers` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
+    `${r.matched} of ${plural(r.gold, "gold row")} matched ${plural(r.answers, "answer")} (${plural(r.answers_only, "answer")} without gold${r.gold_only ? `, ${plural(r.gold_only, "gold row")} without answers` : ""}${r.repeated_ids ? `, ${plural(r.repeated_ids, "answer")} repeating an id: the first row of each id was used` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
   );
   if (a.ignored_gold_fields.length) lines.push(`gold fields not assessed (not questions of the answers): ${a.ignored_gold_fields.join(", ")}`);
   for (const q of a.questions) {

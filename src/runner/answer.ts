@@ -58,6 +58,8 @@ export interface JournalSink {
 /** What the answer stage needs of a run's options. */
 export interface AnswerOptions {
   job: Job;
+  /** The journal's local file: a resumed run primes its dedup cache from it. */
+  journalPath: string;
   source: Source;
   evaluator: Evaluator;
   limiter: RunLimiter;
@@ -130,6 +132,8 @@ export async function answerRecords(options: AnswerOptions, journal: JournalSink
   });
   const sent = sender.counts;
   const dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
+  // A resumed run copies what earlier runs answered, as one uninterrupted run would have: the same output file.
+  if (done.size > 0) await dedup.prime(options.journalPath);
   const watch = new FailureWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures);
   const fence = options.fence ?? (() => undefined);
 
@@ -182,37 +186,19 @@ export async function answerRecords(options: AnswerOptions, journal: JournalSink
       return void stats.resumed++;
     }
     const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
-    const zero: Usage = { input_tokens: 0, output_tokens: 0 };
-
-    const earlier = dedup.earlier(hash);
-    if (earlier) {
-      journal.append({ k: "answer", ...base, model: earlier.model, answers: earlier.answers, usage: zero, dedup_of: earlier.seq } satisfies AnswerEntry);
-      return succeeded();
-    }
-    const pending = dedup.pending(hash);
-    if (pending) {
-      const outcome = await pending.outcome;
-      if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-      journal.append({
-        k: "answer",
-        ...base,
-        model: outcome.evaluation.response.model,
-        answers: outcome.evaluation.response.answers,
-        usage: zero,
-        dedup_of: pending.seq,
-      });
-      return succeeded();
-    }
-    let estimate: number;
-    try {
-      estimate = evaluator.estimateInputTokens(request);
-    } catch (error) {
-      const typed = error instanceof TypedEvalError ? error : undefined;
-      return fail(item, id, typed?.status ?? 0, typed?.code ?? "internal_error", `line ${item.line}: ${(error as Error).message}`, h);
-    }
-    fence();
-    const outcome = await dedup.track(hash, item.seq, () => sender.send(request, estimate));
-    endpointFailed(outcome);
+    // Identical requests are sent once (state/dedup.ts): a copy names its original by id and carries its label mass, with zero usage.
+    const { outcome, copyOf } = await dedup.answer(h, id, () => {
+      let estimate: number;
+      try {
+        estimate = evaluator.estimateInputTokens(request);
+      } catch (error) {
+        const typed = error instanceof TypedEvalError ? error : undefined;
+        return Promise.resolve({ ok: false, status: typed?.status ?? 0, error: typed?.code ?? "internal_error", message: (error as Error).message } as const);
+      }
+      fence();
+      return sender.send(request, estimate);
+    });
+    if (copyOf === undefined) endpointFailed(outcome);
     if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
     const { response, labelMass } = outcome.evaluation;
     journal.append({
@@ -222,8 +208,8 @@ export async function answerRecords(options: AnswerOptions, journal: JournalSink
       answers: response.answers,
       usage: response.usage,
       ...(labelMass ? { label_mass: labelMass } : {}),
+      ...(copyOf !== undefined ? { dedup_of: copyOf } : {}),
     });
-    dedup.remember(hash, item.seq, response);
     stats.inputTokens += response.usage.input_tokens;
     succeeded();
   };

@@ -29,6 +29,7 @@ import {
   type ShapingSettings,
 } from "./prepare.js";
 import { RunLimiter } from "./send/limiter.js";
+import { describeDuplicates } from "./output/duplicate-ids.js";
 import { Journal, type DoneIndex, type RunEntry } from "./state/journal.js";
 import { acquireLock, LockedError, type Lock } from "./state/lock.js";
 import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
@@ -45,7 +46,6 @@ export type OpenJournal = (path: string, input?: string, keep?: readonly string[
 
 export interface RunOptions extends AnswerOptions {
   jobName?: string | undefined;
-  journalPath: string;
   /** The journal as the user knows it (an S3 prefix for a mirrored one), for messages and the summary. */
   journalName?: string | undefined;
   answers: { target: OutputTarget; format: OutputFormat };
@@ -109,6 +109,8 @@ async function finishRun(options: RunOptions, base: SummaryBase, answered: Answe
   } else {
     try {
       const counts = await writeOutputs(options.journalPath, options.job, options.answers, options.errors, options.output);
+      // Repeated ids are kept (each row is its own record) but said out loud: a join on id downstream would double them.
+      if (counts.duplicateIds) options.logger.warn({ duplicate_ids: counts.duplicateIds }, describeDuplicates(counts.duplicateIds));
       verdict = statusOf(answered.stats.read, counts, options.maxErrorRate ?? 0);
       reason = reasonOf(verdict, counts.failed, counts.answered + counts.failed, answered.sameReason);
       const shaping = options.output;
@@ -142,6 +144,7 @@ function summaryBase(options: RunOptions, identity: string, runs: readonly RunEn
     job: options.job,
     jobName: options.jobName,
     identity,
+    model: options.evaluator.versionedId?.(options.job.model),
     price: options.pricePerMillion,
     input: options.source.name,
     output: options.answers.target.describe,

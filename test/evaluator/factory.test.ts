@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
 import { openLocalModel } from "../../src/evaluator/factory.js";
 import { sha256File } from "../../src/models/download.js";
-import { ModelRegistry } from "../../src/models/registry.js";
+import { ModelRegistry, VERSIONED_ID } from "../../src/models/registry.js";
 import { generatedModel, TINY } from "../support/models.js";
 
 describe("a model run from a file", () => {
@@ -16,7 +16,8 @@ describe("a model run from a file", () => {
     const modelsDir = mkdtempSync(join(tmpdir(), "te-factory-"));
     const router = await openLocalModel({ registry: ModelRegistry.load({}), model: "default", modelPath, modelsDir, threads: 1, contextSize: 2048 });
     try {
-      const id = `typed-eval-test-byte-${sha.slice(0, 8)}`;
+      const id = `typed-eval-test-byte-${sha.slice(0, 8)}-0.0.0`;
+      expect(id).toMatch(VERSIONED_ID);
       expect(router.models().map((m) => m.name)).toEqual([id, "qwen2.5-0.5b-instruct", "default", "small"]);
       expect(router.models()[0]!.description).toMatch(/general\.name: typed-eval test byte\), sha256 [0-9a-f]{16}…, run with --model-path/);
       expect(router.pricePerMillion("default")).toBe(0);

@@ -109,28 +109,72 @@ describe("forEachBounded", () => {
 });
 
 describe("Dedup", () => {
-  it("copies an answered request and shares one in flight", async () => {
+  const request = { model: "m", state: "s", questions: { ok: { type: "noul" as const } } };
+  const answered = (labelMass?: Record<string, number>) => ({ ok: true as const, evaluation: { ...answer(request), ...(labelMass ? { labelMass } : {}) } });
+
+  it("copies an answered request and shares one in flight, naming the original by id with its label mass", async () => {
     const dedup = new Dedup(2);
-    const request = { model: "m", state: "s", questions: { ok: { type: "noul" as const } } };
     let sends = 0;
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const first = dedup.track("h", 3, async () => {
+    const send = async () => {
       sends++;
       await gate;
-      return { ok: true, evaluation: answer(request) };
-    });
-    expect(dedup.pending("h")?.seq).toBe(3);
+      return answered({ ok: 0.93 });
+    };
+    const first = dedup.answer("h", "r3", send);
+    const twin = dedup.answer("h", "r9", send);
     release();
-    const outcome = await first;
+    const [a, b] = await Promise.all([first, twin]);
     expect(sends).toBe(1);
-    expect(dedup.pending("h")).toBeUndefined();
-    if (!outcome.ok) throw new Error("expected an answer");
-    dedup.remember("h", 7, outcome.evaluation.response);
-    expect(dedup.earlier("h")).toMatchObject({ seq: 7, model: "fake-1.0.0" });
-    dedup.remember("a", 1, outcome.evaluation.response);
-    dedup.remember("b", 2, outcome.evaluation.response);
-    expect(dedup.earlier("h")).toBeUndefined(); // the cache holds 2
+    expect(a.copyOf).toBeUndefined();
+    expect(b.copyOf).toBe("r3");
+    if (!a.outcome.ok || !b.outcome.ok) throw new Error("expected answers");
+    expect(a.outcome.evaluation.response.usage.input_tokens).toBeGreaterThan(0);
+    expect(b.outcome.evaluation.response.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
+    expect(b.outcome.evaluation.labelMass).toEqual({ ok: 0.93 });
+    const later = await dedup.answer("h", "r12", send);
+    expect(sends).toBe(1);
+    expect(later.copyOf).toBe("r3");
+    expect(later.outcome.ok && later.outcome.evaluation.labelMass).toEqual({ ok: 0.93 });
+    await dedup.answer("a", "x", async () => answered());
+    await dedup.answer("b", "y", async () => answered());
+    expect((await dedup.answer("h", "r13", send)).copyOf).toBeUndefined(); // the cache holds 2: sent again
+    expect(sends).toBe(2);
+  });
+
+  it("sends once for a twin arriving between the answer and the cache", async () => {
+    const dedup = new Dedup(10);
+    let sends = 0;
+    const send = async () => {
+      sends++;
+      return answered();
+    };
+    const first = dedup.answer("h", "r1", send);
+    // Every microtask turn while the first finishes: a twin arriving at any of them must not send.
+    const twins: Promise<unknown>[] = [];
+    for (let turn = 0; turn < 20; turn++) {
+      twins.push(dedup.answer("h", `t${turn}`, send));
+      await Promise.resolve();
+    }
+    await first;
+    twins.push(dedup.answer("h", "after", send));
+    await Promise.all(twins);
+    expect(sends).toBe(1);
+  });
+
+  it("a failure is shared with the twins in flight and not cached", async () => {
+    const dedup = new Dedup(10);
+    let sends = 0;
+    const fail = async () => {
+      sends++;
+      return { ok: false as const, error: "upstream_error" as const, status: 503, message: "down" };
+    };
+    const [a, b] = await Promise.all([dedup.answer("h", "r1", fail), dedup.answer("h", "r2", fail)]);
+    expect(a.outcome.ok || b.outcome.ok).toBe(false);
+    expect(b.copyOf).toBe("r1");
+    await dedup.answer("h", "r3", fail);
+    expect(sends).toBe(2);
   });
 
   it("Lru forgets the least recently used", () => {

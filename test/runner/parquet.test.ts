@@ -196,7 +196,7 @@ describe("Parquet output", () => {
       "urgency.level": "VARCHAR",
       "urgency.p.2": "DOUBLE",
       input_tokens: "BIGINT",
-      dedup_of: "BIGINT",
+      dedup_of: "VARCHAR",
     });
     expect(types["tags"]).toMatch(/JSON|VARCHAR/);
 

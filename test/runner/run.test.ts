@@ -20,12 +20,12 @@ beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "te-run-"));
 });
 
-function cli(args: string[], input?: string | Buffer) {
+function cli(args: string[], input?: string | Buffer, env: Record<string, string> = {}) {
   const r = spawnSync(process.execPath, [BIN, ...args], {
     input,
     encoding: "utf8",
     timeout: 120_000,
-    env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" },
+    env: { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn", ...env },
     cwd: dir,
     maxBuffer: 64 * 1024 * 1024,
   });
@@ -63,7 +63,7 @@ interface Row {
   answers: SystemOneResponse["answers"];
   usage: SystemOneResponse["usage"];
   fields?: Record<string, unknown>;
-  dedup_of?: number;
+  dedup_of?: string;
   label_mass?: Record<string, number>;
 }
 
@@ -82,7 +82,7 @@ describe("typed-eval run", () => {
     expect(r.code).toBe(0);
     const answers = rows(out);
     expect(answers.map((a) => a.id).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `T${i}`).sort());
-    expect(answers[0]).toMatchObject({ model: expect.stringMatching(/^typed-eval-test-byte-[0-9a-f]{8}$/), fields: { tier: expect.any(String) } });
+    expect(answers[0]).toMatchObject({ model: expect.stringMatching(/^typed-eval-test-byte-[0-9a-f]{8}-0\.0\.0$/), fields: { tier: expect.any(String) } });
     expect(Object.keys(answers[0]!.answers).sort()).toEqual(["mood", "team", "urgent"]);
     const summary = usage(out);
     expect(summary.records).toMatchObject({ read: 12, answered: 12, failed: 0, deduplicated: 0, resumed: 0 });
@@ -93,7 +93,7 @@ describe("typed-eval run", () => {
     expect(r.stderr).toMatch(/12 records: 12 answered/);
   });
 
-  it("sends identical requests once and marks the copies", () => {
+  it("sends identical requests once and marks the copies with the original's id and label mass", () => {
     const lines = [...tickets(3), ...tickets(3)].map((l, i) => l.replace(/"ticket_id":"T\d+"/, `"ticket_id":"D${i}"`));
     const out = join(dir, "dup.jsonl");
     expect(cli(["run", file("dup.in.jsonl", lines.join("\n")), "--job", jobPath(), "-o", out]).code).toBe(0);
@@ -104,11 +104,11 @@ describe("typed-eval run", () => {
     expect(copies).toHaveLength(3);
     for (const copy of copies) {
       expect(copy.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
-      const original = rows(out).find((r) => r.line - 1 === copy.dedup_of);
+      const original = rows(out).find((r) => r.id === copy.dedup_of);
+      expect(original?.dedup_of).toBeUndefined();
       expect(copy.answers).toEqual(original?.answers);
-      // A copy carries the label mass of the request that answered it, so label-mass figures count every row.
-      expect(copy.label_mass).toBeDefined();
       expect(copy.label_mass).toEqual(original?.label_mass);
+      expect(Object.keys(copy.label_mass ?? {})).toHaveLength(3);
     }
   });
 
@@ -229,6 +229,29 @@ describe("typed-eval run", () => {
   });
 });
 
+describe("repeated ids", () => {
+  it("keeps every row in input order, says so in the log and the summary, and assess accepts the output", () => {
+    const lines = tickets(5).map((l, i) => l.replace(/"ticket_id":"T\d+"/, `"ticket_id":"T${[0, 1, 0, 2, 1][i]}"`));
+    const out = join(dir, "repeated.out.jsonl");
+    const r = cli(["run", file("repeated.jsonl", `${lines.join("\n")}\n`), "--job", jobPath(), "-o", out]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/2 rows repeat an id an earlier row has, such as "T0" \(lines 1 and 3\), "T1" \(lines 2 and 5\)/);
+    expect(rows(out).map((row) => `${row.id}@${row.line}`)).toEqual(["T0@1", "T1@2", "T0@3", "T2@4", "T1@5"]);
+    expect(usage(out).duplicate_ids).toEqual({
+      rows: 2,
+      examples: [
+        { id: "T0", first_line: 1, line: 3 },
+        { id: "T1", first_line: 2, line: 5 },
+      ],
+    });
+    const gold = file("repeated-gold.csv", "id,urgent\nT0,yes\nT1,no\nT2,yes\n");
+    const assessed = cli(["assess", out, "--gold", gold, "--json"]);
+    expect(assessed.stderr).toBe("");
+    expect(assessed.code).toBe(0);
+    expect(JSON.parse(assessed.stdout).rows).toMatchObject({ answers: 5, matched: 3, repeated_ids: 2 });
+  }, 120_000);
+});
+
 describe("resume keys on the model's identity", () => {
   it("keeps answers for the same weights and answers again for other weights", () => {
     const input = file("m.jsonl", `${tickets(6).join("\n")}\n`);
@@ -257,9 +280,19 @@ describe("model lineage with --model-path", () => {
     const { sha256File } = await import("../../src/models/download.js");
     const input = file("lineage.jsonl", `${tickets(3).join("\n")}\n`);
     const out = join(dir, "lineage.out.jsonl");
-    expect(cli(["run", input, "--job", jobPath(), "-o", out]).code).toBe(0);
+    const logged = cli(["run", input, "--job", jobPath(), "-o", out], undefined, { TYPED_EVAL_LOG_LEVEL: "info" });
+    expect(logged.code).toBe(0);
     const sha = await sha256File(modelPath);
-    for (const row of rows(out)) expect(row.model).toBe(`typed-eval-test-byte-${sha.slice(0, 8)}`);
+    const id = `typed-eval-test-byte-${sha.slice(0, 8)}-0.0.0`;
+    for (const row of rows(out)) expect(row.model).toBe(id);
+    // One name everywhere: the log, the usage summary (with the alias asked for beside it) and the journal's answers.
+    expect(logged.stderr).toContain(`backend for ${id}`);
+    expect(logged.stderr).not.toMatch(/backend for qwen/);
+    expect(usage(out)).toMatchObject({ model: id, requested_model: "default" });
+    const journaled = readFileSync(`${out}.journal`, "utf8")
+      .split("\n")
+      .filter((l) => l.includes('"k":"answer"'));
+    expect(journaled.map((l) => (JSON.parse(l) as { model: string }).model)).toEqual([id, id, id]);
     expect(usage(out)).toMatchObject({ price_per_million_input_tokens: 0, cost_usd: 0 });
     const priced = join(dir, "lineage-priced.jsonl");
     expect(cli(["run", input, "--job", jobPath(), "-o", priced, "--price", "2"]).code).toBe(0);
@@ -288,6 +321,7 @@ describe("model lineage with --model-path", () => {
     const r = cli(["run", input, "--job", jobPath(), "-o", known, "--model", "tiny-known", "--models-file", registry]);
     expect(r.code).toBe(0);
     for (const row of rows(known)) expect(row.model).toBe("tiny-known-2.1.0");
+    expect(usage(known)).toMatchObject({ model: "tiny-known-2.1.0", requested_model: "tiny-known" });
     expect(usage(known).price_per_million_input_tokens).toBe(5);
   }, 120_000);
 });

@@ -150,7 +150,7 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
   columns.push(
     { name: "input_tokens", kind: "int", value: (r) => r.entry.usage.input_tokens },
     { name: "output_tokens", kind: "int", value: (r) => r.entry.usage.output_tokens },
-    { name: "dedup_of", kind: "int", value: (r) => r.entry.dedup_of },
+    { name: "dedup_of", kind: "string", value: (r) => r.entry.dedup_of },
   );
   return columns;
 }

@@ -1,7 +1,8 @@
 /**
  * Outputs, written from the journal once a run's records are done: answers
  * as JSONL, CSV or Parquet, failed records as JSONL, both to a path, stdout or S3.
- * Each record appears once (its latest entry wins), and files are written
+ * Each record appears once (its latest entry wins), in input order whatever
+ * the order records finished in (the same input gives the same file), and files are written
  * under a temporary name and renamed, so a crash never leaves an output that
  * looks complete.
  */
@@ -10,7 +11,9 @@ import type { Writable } from "node:stream";
 import { stringify } from "csv-stringify/sync";
 import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../job.js";
-import { readJournal, type ErrorEntry } from "../state/journal.js";
+import type { ErrorEntry } from "../state/journal.js";
+import { DuplicateIdWatch, type DuplicateIds } from "./duplicate-ids.js";
+import { OrderedJournal } from "./ordered.js";
 import { auditKey, calibrateAnswers, PriorEstimate, refuseFlattening, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
 import type { Answer } from "../../api/schema.js";
 import { ParquetEncoder } from "./parquet.js";
@@ -156,26 +159,12 @@ export interface WrittenCounts {
   audit: number;
   /** The maps applied, when the run calibrated (batch calibration's are estimated here). */
   calibration?: CalibrationMaps;
+  /** The distinct models the written rows name (at most 8), in input order. */
+  models: string[];
+  /** Ids that more than one row has (answered or failed), when any does. */
+  duplicateIds?: DuplicateIds | undefined;
   /** Mean label distribution per question before and after calibration: how far it moved the labels. */
   shares?: { before: Record<string, number[]>; after: Record<string, number[]> };
-}
-
-/** Growable seq -> entry-number table (0 = none). */
-class LastEntry {
-  private table = new Uint32Array(1024);
-  set(seq: number, entry: number): void {
-    if (seq >= this.table.length) {
-      let n = this.table.length;
-      while (n <= seq) n *= 2;
-      const next = new Uint32Array(n);
-      next.set(this.table);
-      this.table = next;
-    }
-    this.table[seq] = entry;
-  }
-  get(seq: number): number {
-    return seq < this.table.length ? (this.table[seq] as number) : 0;
-  }
 }
 
 /** How the answers are shaped on the way out. */
@@ -190,15 +179,6 @@ export interface OutputPolicy {
   csvBom?: boolean | undefined;
 }
 
-/** The answers of each record's latest answer entry, read again from the journal. */
-async function* latestAnswers(journalPath: string, lastAnswer: LastEntry): AsyncGenerator<Record<string, Answer>> {
-  let n = 0;
-  for await (const entry of readJournal(journalPath)) {
-    n++;
-    if (entry.k === "answer" && lastAnswer.get(entry.seq) === n) yield entry.answers;
-  }
-}
-
 /** Writes the answers and errors outputs (and the review file) from a journal; returns what was written. */
 export async function writeOutputs(
   journalPath: string,
@@ -207,36 +187,25 @@ export async function writeOutputs(
   errors: OutputTarget,
   policy: OutputPolicy = {},
 ): Promise<WrittenCounts> {
-  // Pass 1: the latest entry of each record. A record answered after failing earlier counts as answered.
-  const lastAnswer = new LastEntry();
-  const lastError = new LastEntry();
   // Kept fields journaled after a record's answer (the job's keep changed): only those records are held here.
-  const rekept = new Map<number, { n: number; keep: Record<string, unknown> }>();
+  const rekept = new Map<number, { offset: number; keep: Record<string, unknown> }>();
   // The kinds of the kept fields, for Parquet's column types: from every value journaled (a superset of those written).
   const kept = answers.format === "parquet" ? new KeptKindsOf(job.keep ?? []) : undefined;
-  let n = 0;
-  for await (const entry of readJournal(journalPath)) {
-    n++;
-    if (entry.k === "answer") {
-      lastAnswer.set(entry.seq, n);
-      kept?.add(entry.keep);
-    } else if (entry.k === "error") lastError.set(entry.seq, n);
+  // Pass 1: where each record's latest entry lies. Later passes read in input order, so the file does not depend on completion order.
+  const journal = await OrderedJournal.index(journalPath, (entry, offset) => {
+    if (entry.k === "answer") kept?.add(entry.keep);
     else if (entry.k === "keep") {
-      rekept.set(entry.seq, { n, keep: entry.keep });
+      rekept.set(entry.seq, { offset, keep: entry.keep });
       kept?.add(entry.keep);
     }
-  }
+  });
   let maps: CalibrationMaps | undefined;
   if (policy.calibration === "batch") {
-    // Batch calibration: the mean raw answer of the records this output holds.
+    // Batch calibration: the mean raw answer of the records this output holds (summed in input order: the same bits every run).
     const prior = new PriorEstimate(job.questions);
-    n = 0;
-    for await (const entry of readJournal(journalPath)) {
-      n++;
-      if (entry.k === "answer" && lastAnswer.get(entry.seq) === n) prior.add(entry.answers);
-    }
+    for (const { entry } of journal.records()) if (entry.k === "answer") prior.add(entry.answers);
     maps = prior.maps();
-    if (!policy.forceBatch) await refuseFlattening(job.questions, maps, prior, latestAnswers(journalPath, lastAnswer));
+    if (!policy.forceBatch) await refuseFlattening(job.questions, maps, prior, latestAnswers(journal));
   } else maps = policy.calibration;
   const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
   const counts: WrittenCounts = {
@@ -247,6 +216,7 @@ export async function writeOutputs(
     outputTokens: 0,
     review: 0,
     audit: 0,
+    models: [],
     ...(maps ? { calibration: maps } : {}),
   };
   const before = maps ? new PriorEstimate(job.questions) : undefined;
@@ -254,16 +224,18 @@ export async function writeOutputs(
   const out = answers.target.open();
   const err = errors.open();
   const rev = policy.review?.target.open();
+  const duplicates = new DuplicateIdWatch();
   const spec: WriterSpec = { job, shape, kept: kept?.kinds(), bom: policy.csvBom };
   const writer = streamWriter(out.stream, encoderFor(answers.format, spec));
   const reviewWriter = rev ? streamWriter(rev.stream, encoderFor(answers.format, { ...spec, shape: { ...shape, review: true } })) : undefined;
   try {
-    n = 0;
-    for await (const entry of readJournal(journalPath)) {
-      n++;
-      if (entry.k === "answer" && lastAnswer.get(entry.seq) === n) {
+    for (const { entry, offset } of journal.records()) {
+      if (duplicates.see(entry.id, entry.line)) counts.duplicateIds = duplicates.result();
+      if (entry.k === "answer") {
         const fresh = rekept.get(entry.seq);
-        if (fresh && fresh.n > n) entry.keep = fresh.keep;
+        if (fresh && fresh.offset > offset) entry.keep = fresh.keep;
+        // Journals before 0.x named the original by its seq: name it by its id, as new ones do.
+        if (typeof entry.dedup_of === "number") entry.dedup_of = journal.idOf(entry.dedup_of) ?? String(entry.dedup_of);
         const row: OutputRow = { entry, answers: entry.answers };
         if (maps) {
           Object.assign(row, calibrateAnswers(maps, job.questions, entry.answers));
@@ -280,10 +252,11 @@ export async function writeOutputs(
           }
         }
         counts.answered++;
+        if (counts.models.length < 8 && !counts.models.includes(entry.model)) counts.models.push(entry.model);
         if (entry.dedup_of !== undefined) counts.deduplicated++;
         counts.inputTokens += entry.usage.input_tokens;
         counts.outputTokens += entry.usage.output_tokens;
-      } else if (entry.k === "error" && lastError.get(entry.seq) === n && lastAnswer.get(entry.seq) === 0) {
+      } else {
         const e: ErrorEntry = entry;
         await write(err.stream, `${JSON.stringify({ line: e.line, source: e.source, id: e.id, status: e.status, type: e.type, message: e.message })}\n`);
         counts.failed++;
@@ -302,4 +275,9 @@ export async function writeOutputs(
     throw error;
   }
   return counts;
+}
+
+/** The answers of each record's latest answer entry, in input order. */
+async function* latestAnswers(journal: OrderedJournal): AsyncGenerator<Record<string, Answer>> {
+  for (const { entry } of journal.records()) if (entry.k === "answer") yield entry.answers;
 }

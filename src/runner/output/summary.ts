@@ -83,6 +83,8 @@ export interface SummaryBase {
   job: Job;
   jobName?: string | undefined;
   identity: string;
+  /** The versioned id of the model that ran, when the evaluator knows it (embedded models). */
+  model?: string | undefined;
   price: number;
   input: string;
   output: string;
@@ -100,7 +102,10 @@ export interface Written {
 /** The usage summary: of the output when `outputs` were written, else (a run that stopped early) of what the journal holds so far. */
 export function runSummary(base: SummaryBase, outputs: Written | undefined, status: RunStatus): UsageSummary {
   const { stats, sent, seconds, pace } = base.thisRun;
-  const summary = emptySummary(base.job.model, base.price);
+  // The model that ran, not the alias asked for: the one model every written row names, else the evaluator's versioned id.
+  const answeredBy = outputs?.written.models.length === 1 ? outputs.written.models[0] : undefined;
+  const summary = emptySummary(answeredBy ?? base.model ?? base.job.model, base.price);
+  if (summary.model !== base.job.model) summary.requested_model = base.job.model;
   summary.status = status;
   summary.model_identity = base.identity;
   if (base.jobName) summary.job = base.jobName;
@@ -162,6 +167,7 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   summary.records.answered = written.answered;
   summary.records.failed = written.failed;
   summary.records.deduplicated = written.deduplicated;
+  if (written.duplicateIds) summary.duplicate_ids = written.duplicateIds;
   summary.tokens.input = written.inputTokens;
   summary.tokens.output = written.outputTokens;
   return finish(summary);

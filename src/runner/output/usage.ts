@@ -3,6 +3,8 @@
  * `<output>.usage.json` and merged by `typed-eval usage` across shards and
  * nights into totals, cost per 1,000 records and a projection.
  */
+import { describeDuplicates, type DuplicateIds } from "./duplicate-ids.js";
+
 export interface UsageSummary {
   /** Schema marker, so `usage` can refuse other JSON. */
   kind: "typed-eval.usage";
@@ -17,7 +19,10 @@ export interface UsageSummary {
   job?: string;
   input?: string;
   output?: string;
+  /** The versioned id of the model that answered (`<name>-<major.minor.patch>`). */
   model: string;
+  /** The name the job or `--model` asked for, when it is not `model` (an alias such as `default`). */
+  requested_model?: string;
   /** What stands behind the model name (weights, template, endpoint): calibrations are fitted for one identity. */
   model_identity?: string;
   price_per_million_input_tokens: number;
@@ -55,6 +60,8 @@ export interface UsageSummary {
     /** The pace the endpoint's signals allowed, as a share of the configured limits (1: the limits themselves). */
     pace?: { lowest: number; mean: number; seconds_below_limit: number; cuts: number };
   };
+  /** Rows whose id an earlier row already had: all are written; the quality tools key rows by id and line. */
+  duplicate_ids?: DuplicateIds;
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
 }
@@ -110,7 +117,8 @@ export function describe(s: UsageSummary): string {
       : "";
   const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s${pace}` : undefined;
   const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`;
-  return [head, ...(now ? [now] : []), all].join("\n");
+  const repeats = s.duplicate_ids ? [describeDuplicates(s.duplicate_ids)] : [];
+  return [head, ...repeats, ...(now ? [now] : []), all].join("\n");
 }
 
 /** Whether JSON is a usage summary. */

@@ -1,9 +1,10 @@
 /**
  * Identical requests in one run are sent once: a request already answered is
- * copied from a bounded cache, one still in flight is awaited.
+ * copied from a bounded cache, one still in flight is awaited. Copies name
+ * the original record by its id (`dedup_of`) and carry its label mass.
  */
-import type { Answer, SystemOneResponse } from "../../api/schema.js";
 import type { Outcome } from "../send/send.js";
+import { readJournal } from "./journal.js";
 
 /** A bounded map that forgets the least recently used entries. */
 export class Lru<K, V> {
@@ -27,51 +28,79 @@ export class Lru<K, V> {
   }
 }
 
-export interface Earlier {
-  /** The record whose request was sent. */
-  seq: number;
-  model: string;
-  answers: Record<string, Answer>;
-  /** The label mass the answering request reported, so a copy carries it too. */
-  label_mass?: Record<string, number>;
+/** A record's outcome, and the id of the record whose identical request was sent when it is a copy. */
+export interface Answered {
+  outcome: Outcome;
+  /** Set when the outcome is another record's (the request was not sent for this one). */
+  copyOf?: string;
 }
+
+const ZERO = { input_tokens: 0, output_tokens: 0 };
 
 export class Dedup {
   // Kept as JSON text: a parsed answer graph costs about 7 KB of heap, its text under 1 KB.
-  private readonly answered: Lru<string, { seq: number; json: string }>;
-  private readonly inFlight = new Map<string, { seq: number; outcome: Promise<Outcome> }>();
+  private readonly answered: Lru<string, { id: string; json: string }>;
+  private readonly inFlight = new Map<string, { id: string; outcome: Promise<Outcome> }>();
 
   constructor(capacity = 50_000) {
     this.answered = new Lru(capacity);
   }
 
-  /** The answers of an identical request answered earlier in this run, while the cache holds them. */
-  earlier(hash: string): Earlier | undefined {
+  /**
+   * Answers record `id` once per identical request (`hash`): a copy of an
+   * earlier answer while the cache holds it (label mass included), else the
+   * outcome of an identical request in flight, else `send()`. Everything up
+   * to the send happens synchronously, and a success enters the cache before
+   * it leaves the in-flight map, so an identical request arriving at any
+   * moment finds its twin in one or the other: never sent twice. `send` may
+   * throw synchronously (nothing is then registered). Copies carry zero usage.
+   */
+  answer(hash: string, id: string, send: () => Promise<Outcome>): Promise<Answered> {
     const hit = this.answered.get(hash);
-    if (!hit) return undefined;
-    return { seq: hit.seq, ...(JSON.parse(hit.json) as Omit<Earlier, "seq">) };
-  }
-
-  /** An identical request still in flight: the record that sent it, and its outcome to come. */
-  pending(hash: string): { seq: number; outcome: Promise<Outcome> } | undefined {
-    return this.inFlight.get(hash);
-  }
-
-  /** Sends through `send` for record `seq` while later identical requests wait on it. */
-  async track(hash: string, seq: number, send: () => Promise<Outcome>): Promise<Outcome> {
-    const attempt = send();
-    this.inFlight.set(hash, { seq, outcome: attempt });
-    try {
-      return await attempt;
-    } finally {
+    if (hit) {
+      const evaluation = JSON.parse(hit.json) as Extract<Outcome, { ok: true }>["evaluation"];
+      return Promise.resolve({ outcome: { ok: true, evaluation }, copyOf: hit.id });
+    }
+    const pending = this.inFlight.get(hash);
+    if (pending) return pending.outcome.then((outcome) => ({ outcome: copied(outcome), copyOf: pending.id }));
+    const outcome = send().then((result) => {
+      if (result.ok) this.remember(hash, id, result);
+      return result;
+    });
+    this.inFlight.set(hash, { id, outcome });
+    const forget = () => {
       this.inFlight.delete(hash);
+    };
+    outcome.then(forget, forget);
+    return outcome.then((result) => ({ outcome: result }));
+  }
+
+  /**
+   * Fills the cache from a journal being resumed: the answers sent by earlier
+   * runs (copies skipped), latest last, so a record whose twin finished before
+   * the crash is a copy of it, as in a run that never stopped (the output is
+   * then the same file). Keyed like `answer`, by the journal's hash prefix.
+   */
+  async prime(journalPath: string): Promise<void> {
+    for await (const entry of readJournal(journalPath)) {
+      if (entry.k !== "answer" || entry.dedup_of !== undefined) continue;
+      const evaluation = {
+        response: { model: entry.model, answers: entry.answers, usage: entry.usage },
+        ...(entry.label_mass ? { labelMass: entry.label_mass } : {}),
+      };
+      this.remember(entry.h, entry.id, { ok: true, evaluation });
     }
   }
 
-  remember(hash: string, seq: number, response: Pick<SystemOneResponse, "model" | "answers">, labelMass?: Record<string, number>): void {
-    this.answered.set(hash, {
-      seq,
-      json: JSON.stringify({ model: response.model, answers: response.answers, ...(labelMass ? { label_mass: labelMass } : {}) }),
-    });
+  private remember(hash: string, id: string, { evaluation }: Extract<Outcome, { ok: true }>): void {
+    const { model, answers } = evaluation.response;
+    const copy = { response: { model, answers, usage: ZERO }, ...(evaluation.labelMass ? { labelMass: evaluation.labelMass } : {}) };
+    this.answered.set(hash, { id, json: JSON.stringify(copy) });
   }
+}
+
+/** Another record's outcome as a copy: the same answers, no usage of its own. */
+function copied(outcome: Outcome): Outcome {
+  if (!outcome.ok) return outcome;
+  return { ok: true, evaluation: { ...outcome.evaluation, response: { ...outcome.evaluation.response, usage: ZERO } } };
 }

@@ -22,8 +22,11 @@ export interface AnswerEntry {
   answers: Record<string, Answer>;
   usage: Usage;
   keep?: Record<string, unknown>;
-  /** Set when the answers were copied from an identical earlier request (usage is then zero). */
-  dedup_of?: number;
+  /**
+   * Set when the answers were copied from an identical earlier request (usage is then zero): the id of
+   * the record whose request was sent. Journals written before ids were used hold its seq (a number).
+   */
+  dedup_of?: string | number;
   label_mass?: Record<string, number>;
 }
 
