@@ -8,7 +8,7 @@
  * evaluator that answers at once, log level silent and info.
  */
 import { randomUUID } from "node:crypto";
-import { Agent, createServer, request as httpRequest } from "node:http";
+import { Agent, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import Fastify from "fastify";
@@ -23,6 +23,7 @@ import { RateLimiter } from "../src/server/ratelimit.js";
 import { KEYS, testAccounts } from "../test/server/helpers.js";
 import { answer, FakeEvaluator } from "../test/support/fake-evaluator.js";
 import { median } from "./harness.js";
+import { systemOnePoster } from "./http-client.js";
 
 const ROUNDS = 7;
 const requests: SystemOneRequest[] = Array.from({ length: 8 }, (_, i) => ({
@@ -92,26 +93,7 @@ const stages: [string, () => unknown][] = [
 for (const [name, fn] of stages) rows.push([name, await cpuMicros(fn, 5000)]);
 
 const agent = new Agent({ keepAlive: true, maxSockets: 32 });
-const poster = (port: number) => (payload: SystemOneRequest) =>
-  new Promise<void>((resolve, reject) => {
-    const req = httpRequest(
-      {
-        host: "127.0.0.1",
-        port,
-        path: "/v1/systemone",
-        method: "POST",
-        agent,
-        headers: { authorization: `Bearer ${KEYS.all}`, "content-type": "application/json" },
-      },
-      (res) => {
-        let text = "";
-        res.on("data", (c: Buffer) => (text += c.toString()));
-        res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(text))));
-      },
-    );
-    req.on("error", reject);
-    req.end(JSON.stringify(payload));
-  });
+const poster = (port: number) => systemOnePoster(port, agent);
 const fixed = JSON.stringify(response);
 const bare = createServer((req, res) => {
   let text = "";
@@ -140,8 +122,8 @@ for (const level of ["silent", "info"] as const) {
 const trips: [string, number][] = [
   ["round trip: bare node:http server", (bare.address() as AddressInfo).port],
   ["round trip: bare fastify route", (fastify.server.address() as AddressInfo).port],
-  ["round trip: the app, log silent", (apps[0]?.server.address() as AddressInfo).port],
-  ["round trip: the app, log info", (apps[1]?.server.address() as AddressInfo).port],
+  ["round trip: the app, log silent", (apps[0]!.server.address() as AddressInfo).port],
+  ["round trip: the app, log info", (apps[1]!.server.address() as AddressInfo).port],
 ];
 for (const [name, port] of trips) {
   const post = poster(port);

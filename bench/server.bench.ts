@@ -8,14 +8,15 @@
  * (the goal is judged here), and on both cores, where any work on the main
  * thread stalls llama.cpp's spinning threads and shows as added latency.
  */
-import { Agent, request as httpRequest } from "node:http";
+import { Agent } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { SystemOneRequest } from "../src/api/schema.js";
 import { buildServer } from "../src/server/app.js";
 import { createLogger } from "../src/logging/logger.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
-import { KEYS, testAccounts, testRouter } from "../test/server/helpers.js";
+import { testAccounts, testRouter } from "../test/server/helpers.js";
 import type { Benchmark, Ratio } from "./harness.js";
+import { systemOnePoster } from "./http-client.js";
 
 const N = Number(process.env["BENCH_REQUESTS"] ?? 400);
 
@@ -44,26 +45,7 @@ async function measure(threads: number) {
     model: "tiny",
     questions: { refund: { type: "noul" }, team: { type: "choice", criteria: { a: null, b: null, c: null } } },
   });
-  const post = (body: SystemOneRequest) =>
-    new Promise<void>((resolve, reject) => {
-      const req = httpRequest(
-        {
-          host: "127.0.0.1",
-          port,
-          path: "/v1/systemone",
-          method: "POST",
-          agent,
-          headers: { authorization: `Bearer ${KEYS.all}`, "content-type": "application/json" },
-        },
-        (res) => {
-          let text = "";
-          res.on("data", (c: Buffer) => (text += c.toString()));
-          res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}: ${text}`))));
-        },
-      );
-      req.on("error", reject);
-      req.end(JSON.stringify(body));
-    });
+  const post = systemOnePoster(port, agent);
   const timed = async (fn: () => Promise<unknown>) => {
     const start = process.hrtime.bigint();
     await fn();
