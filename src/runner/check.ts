@@ -11,7 +11,7 @@ import { InvocationError, TypedEvalError } from "../api/errors.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { SourceError, type Source } from "./input/source.js";
 import { isS3 } from "./s3.js";
-import { isStorageFailure, type Verdict } from "./verdict.js";
+import { isStorageFailure, StorageError, type Verdict } from "./verdict.js";
 
 /** A stage's failure as a verdict: nothing crosses a stage as an exception. */
 export interface StageFailure {
@@ -29,6 +29,8 @@ export function checkFailure(error: unknown): StageFailure {
   if (error instanceof SourceError) return { verdict: error.absent ? "no-input" : "bad-input", reason: message };
   if (error instanceof InvocationError) return { verdict: "bad-input", reason: message };
   if (error instanceof TypedEvalError) return { verdict: "aborted", reason: message };
+  // A store that failed past its retries already says what it was reading or writing, and for how long.
+  if (error instanceof StorageError) return { verdict: "storage-unavailable", reason: message };
   const system = describeSystemError(error);
   // A store that does not answer (S3 down, refused, reset) is resumable; a path the user named wrong is not.
   const code = (error as { code?: string }).code;

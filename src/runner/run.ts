@@ -223,7 +223,7 @@ export async function runLifecycle(request: RunRequest): Promise<RunEnd> {
   const logger = request.logger;
   const checked = await stage(logger, () => checkStage(request));
   if ("verdict" in checked) return endEarly(request, checked, undefined);
-  const journal = checked.paths.remoteJournal ?? checked.paths.journalPath;
+  const journal = journalShown(checked.paths);
   const held = await stage(logger, () => lockStage(request, checked.paths));
   if ("verdict" in held) return endEarly(request, held, checked);
   let evaluator: Evaluator | undefined;
@@ -327,7 +327,7 @@ function jobOptions(
     concurrency: opened.concurrency,
     jobName: request.settings.jobFile,
     journalPath: paths.journalPath,
-    journalName: paths.remoteJournal ?? paths.journalPath,
+    journalName: journalShown(paths),
     answers: { target: target(paths.output), format: paths.answersFormat },
     errors: paths.errors === undefined ? discarded() : target(paths.errors),
     usage: paths.usage === undefined ? undefined : target(paths.usage),
@@ -363,7 +363,7 @@ async function endEarly(request: RunRequest, failure: StageFailure, checked: Che
   const summary = emptySummary(checked?.job.model ?? settings.model, settings.price ?? 0);
   const paths = checked?.paths ?? safePaths(request);
   // A journal is named only when there is one: a check that failed opened none.
-  const journal = paths ? (paths.remoteJournal ?? (existsSync(paths.journalPath) ? paths.journalPath : undefined)) : undefined;
+  const journal = paths && (paths.remoteJournal || existsSync(paths.journalPath)) ? journalShown(paths) : undefined;
   Object.assign(summary, { status: failure.verdict, verdict: failure.verdict, reason: failure.reason, input: settings.input, job: settings.jobFile });
   if (paths) Object.assign(summary, { output: paths.output, ...(journal ? { journal } : {}) });
   const target = request.target ?? targetOf;
@@ -380,4 +380,9 @@ function safePaths(request: RunRequest): RunPaths | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Where the finished records are: the local journal, and the S3 prefix it is mirrored to (the local copy is kept until S3 has it). */
+function journalShown(paths: Pick<RunPaths, "journalPath" | "remoteJournal">): string {
+  return paths.remoteJournal ? `${paths.journalPath} (mirrored to ${paths.remoteJournal})` : paths.journalPath;
 }

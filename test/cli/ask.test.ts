@@ -34,7 +34,7 @@ describe("typed-eval ask", () => {
     const request = { state: "x", model: "default", questions: (JSON.parse(readFileSync(EXAMPLE, "utf8")) as SystemOneRequest).questions };
     expect(responseViolations(request, response)).toEqual([]);
     // A file that is not the registry's download answers under its own name (general.name and hash).
-    expect(response.model).toMatch(/^typed-eval-test-byte-[0-9a-f]{8}$/);
+    expect(response.model).toMatch(/^typed-eval-test-byte-[0-9a-f]{8}-0\.0\.0$/);
     expect(response.usage.input_tokens).toBeGreaterThan(100);
   });
 

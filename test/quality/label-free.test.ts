@@ -122,7 +122,7 @@ describe("contextual calibration against a failing endpoint", () => {
   });
 
   const contextual = (url: string) =>
-    cli(["calibrate", answersPath, "--method", "contextual", "--job", jobPath, "--base-url", url, "-o", join(dir, "ctx.json")]);
+    cli(["calibrate", answersPath, "--method", "contextual", "--job", jobPath, "--base-url", url, "--no-api-key", "-o", join(dir, "ctx.json")]);
 
   it("a 422 is one line naming the endpoint's reason, exit 2", async () => {
     status = 422;

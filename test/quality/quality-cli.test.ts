@@ -240,7 +240,7 @@ describe("calibrate and run --calibration", () => {
     // The tiny model's answers are skewed: moving them more than 10% is refused (it may be a real skew), before any output.
     const refused = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", batch, "--calibration", "batch"]);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(/typed-eval: batch calibration would move \w+'s label shares by \d+% .*rerun with --force-calibration/);
+    expect(refused.stderr).toMatch(/typed-eval: stopped: bad input: batch calibration would move \w+'s label shares by \d+% .*rerun with --force-calibration/);
     expect(existsSync(batch)).toBe(false);
     expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", batch, "--calibration", "batch", "--force-calibration"]).code).toBe(0);
     const summary = JSON.parse(readFileSync(`${batch}.usage.json`, "utf8")) as UsageSummary;
@@ -431,7 +431,7 @@ describe("report", () => {
     }
     const folder = cli(["report", out, "-o", dir]);
     expect(folder.code).toBe(2);
-    expect(folder.stderr).toMatch(/^typed-eval: cannot write output .*: it is a folder; choose another path\n$/);
+    expect(folder.stderr).toMatch(/^typed-eval: cannot write --output .*: it is a directory, not a file; choose another path\n$/);
   });
 
   it("gives the same report from CSV and Parquet answers as from JSONL: level names, shares, histograms, label mass", () => {

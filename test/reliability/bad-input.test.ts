@@ -150,7 +150,7 @@ describe("inputs that cannot be read past some point: exit 2, no output, work ke
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(pattern);
     // These inputs fail at their first record, so at the check stage: no journal was opened, none is named.
-    expect(r.stderr).toMatch(/No output was written\. Next: fix the invocation or the input and rerun\. Exit 2\./);
+    expect(r.stderr).toMatch(/No output was written\. (Finished records are kept in \S+\. )?Next: fix the invocation or the input and rerun\. Exit 2\./);
     expect(existsSync(out)).toBe(false);
     return { out, journal: `${out}.journal` };
   }

@@ -228,7 +228,8 @@ describe("Parquet output", () => {
     // (`line` is where a row sits in its file: the CSV's header takes line 1.)
     const read = async (path: string) => {
       const rows = [];
-      for await (const { line, ...r } of await readAnswers(path, {})) rows.push(r);
+      // The answers, not `record` (the row as each format types it: CSV text, Parquet typed values).
+      for await (const { line, record, ...r } of await readAnswers(path, {})) rows.push(r);
       return rows;
     };
     const fromParquet = await read(out);

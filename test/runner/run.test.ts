@@ -205,7 +205,7 @@ describe("typed-eval run", () => {
     const m = JSON.parse(merged.stdout) as { totals: UsageSummary; cost_per_1000_records: number; projection: { cost_usd: number } };
     expect(m.totals.records.answered).toBe(30);
     expect(m.projection.cost_usd).toBeCloseTo(m.cost_per_1000_records * 1000, 9);
-  });
+  }, 90_000);
 
   it("estimates exactly the input tokens the run then uses", () => {
     const input = file("e.jsonl", [...tickets(8), ...tickets(2)].join("\n"));
@@ -382,7 +382,7 @@ describe("usage figures", () => {
     const s = usage(join(dir, "stdin.jsonl"));
     expect(s.this_run!.requests.sent).toBe(5);
     expect(s.requests.sent).toBe(10);
-  });
+  }, 90_000);
 });
 
 describe("changing the job's kept fields", () => {
@@ -436,5 +436,5 @@ describe("quick iteration", () => {
     expect(asked.status).toBe(0);
     expect(asked.stdout).toContain("<data>\nMy parcel is late.\n</data>");
     expect(cli(["run", input, "--job", jobPath(), "--limit", "2", "--sample", "2"]).code).toBe(2);
-  });
+  }, 90_000);
 });

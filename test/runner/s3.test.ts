@@ -269,8 +269,8 @@ describe("S3", () => {
       const paidBefore = [...asked.values()].reduce((a, b) => a + b, 0);
       expect(paidBefore).toBeLessThan(n);
       delay = 0;
-      // The lock of the dead worker is stale after its heartbeat stops; a scheduler's retry comes later than that.
-      const resumed = await runCli(args, { cwd: second, env: { ...runEnv, TYPED_EVAL_S3_LOCK_STALE_MS: "500", TYPED_EVAL_LOG_LEVEL: "info" } });
+      // The dead worker ran on this host: its lock is taken over at once (a lease of 5 s leaves the live run room to renew its own).
+      const resumed = await runCli(args, { cwd: second, env: { ...runEnv, TYPED_EVAL_S3_LOCK_STALE_MS: "5000", TYPED_EVAL_LOG_LEVEL: "info" } });
       expect(resumed.stderr).toMatch(/resuming from the journal in s3:\/\/data\/out\/journal\.jsonl\.journal\/ \(\d+ segments\)/);
       expect(resumed.code).toBe(0);
       const rows = (await get("out/journal.jsonl"))
