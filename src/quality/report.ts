@@ -583,7 +583,8 @@ export function assessmentHtml(a: Assessment & { provenance?: Provenance }, opti
   );
   for (const q of a.questions) {
     const names = displayLabels(q);
-    const headline = HEADLINE[q.type] as readonly string[];
+    // The type's headline metrics, then calibration: the ECE with its noise removed, whose interval holds it.
+    const headline = [...(HEADLINE[q.type] as readonly string[]), ...(q.metrics["ece_debiased"] === undefined ? [] : ["ece_debiased"])];
     const tileItems = headline.map((m) => {
       const ci = q.intervals[m];
       return { label: metricLabel(m), value: num(q.metrics[m]), interval: ci ? `95%: ${num(ci[0])} – ${num(ci[1])}` : undefined };
