@@ -63,9 +63,3 @@ export function describeSystemError(error: unknown): string | undefined {
   if (e.cause instanceof Error && e.cause !== error) return describeSystemError(e.cause);
   return undefined;
 }
-
-/** Whether the error says the file system refused a write for lack of space or permission (mid-run: a storage failure). */
-export function isStorageFull(error: unknown): boolean {
-  const code = (error as SystemError | undefined)?.code;
-  return code === "ENOSPC" || code === "EDQUOT";
-}
