@@ -4,7 +4,7 @@
  * process, through the same parser and boundary as the CLI (test/cli/boundary
  * spawns the real process for the cases where the process is the point).
  */
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -16,6 +16,9 @@ const job = resolve("jobs/support-triage.json");
 const data = resolve("examples/data/tickets.jsonl");
 const aFile = join(dir, "a-file");
 writeFileSync(aFile, "not a folder");
+// A copy of the input for the case whose refusal still writes its usage summary beside the output (here: the input).
+const dataCopy = join(dir, "tickets.jsonl");
+copyFileSync(data, dataCopy);
 writeFileSync(join(dir, "answers.jsonl"), `${JSON.stringify({ id: "T-1000", answers: { wants_refund: { type: "noul", noul: 0.2 } } })}\n`);
 // No model file anywhere: a command that got past its checks would try to download and fail differently.
 const env = {
@@ -49,7 +52,7 @@ const cases: [string[], RegExp][] = [
   [["run", data, "--job", job, "--threads", "0"], /--threads takes a whole number from 1/],
   [["run", data, "--job", job, "--context-size", "ten"], /--context-size takes a whole number/],
   [["run", data], /Missing required argument: job/],
-  [["run", data, "--job", job, "-o", data], /is the input itself/],
+  [["run", dataCopy, "--job", job, "-o", dataCopy], /is the input itself/],
   [["estimate", data, "--job", job, "--rpm", "0"], /--rpm takes a number above 0/],
   [["usage", job], /is not a typed-eval usage summary/],
   [["usage", job, "--project", "-3"], /--project takes a number of at least 0/],
