@@ -6,7 +6,7 @@ NPM_STAMP := node_modules/.typed-eval-installed
 
 ACCOUNTS ?= accounts.json
 
-.PHONY: help install test lint format typecheck unit eval serve bench build clean soak
+.PHONY: help install test lint format typecheck unit eval serve bench build clean soak tiny-model
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
@@ -15,6 +15,7 @@ help:
 	@echo "make bench   run the benchmarks and print their ratios"
 	@echo "make soak    the long reliability tests (kills, faults, fuzzing, load)"
 	@echo "make build   compile TypeScript to dist/"
+	@echo "make tiny-model  write models/tiny-test.gguf, a random-weight model for trying everything offline"
 
 # Install when node_modules is missing or older than the lock file. Not
 # `npm ci`: registries that do not serve every platform's optional binaries
@@ -67,6 +68,13 @@ JOB ?= jobs/support-triage.json
 OUT ?= out/eval.jsonl
 eval: $(BUILD_STAMP)
 	./bin/typed-eval.js run $(DATA) --job $(JOB) --output $(OUT) $(if $(MODEL_PATH),--model-path $(MODEL_PATH)) $(ARGS)
+
+# A 0.4 MB random-weight model (the tests' TINY) for trying every command offline:
+# `make eval MODEL_PATH=models/tiny-test.gguf`. Its answers are meaningless.
+TINY_MODEL := models/tiny-test.gguf
+tiny-model: $(TINY_MODEL)
+$(TINY_MODEL): $(NPM_STAMP) test/support/tiny-model.ts test/support/models.ts test/support/gguf.ts
+	npx tsx test/support/tiny-model.ts $@
 
 # First run: create a development account and print its key once.
 serve: $(BUILD_STAMP)

@@ -32,7 +32,11 @@ export function jobQuestions(path: string | undefined): { questions: QuestionInf
 function withGoldOptions<T>(y: Argv<T>) {
   return y
     .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet; JSONL and CSV optionally .gz)" })
-    .option("gold", { type: "string", demandOption: true, describe: "gold labels: JSONL, CSV or Parquet with the record id and one field per question" })
+    .option("gold", {
+      type: "string",
+      demandOption: true,
+      describe: "gold labels: JSONL, CSV or Parquet with the record id and one field per question, or a Label Studio JSON export",
+    })
     .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field); default: read from the answers" })
     .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
     .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))

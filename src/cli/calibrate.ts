@@ -12,6 +12,7 @@ import { UsageError } from "./exit.js";
 import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 import { numeric } from "./checks.js";
+import { duration } from "./duration.js";
 import { withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
 import { openEvaluator } from "../runner/prepare.js";
@@ -111,7 +112,8 @@ function withCalibrateOptions<T>(y: Argv<T>) {
     .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet)" })
     .option("gold", {
       type: "string",
-      describe: "gold labels (JSONL, CSV or Parquet); needed by auto, temperature and platt; with batch, checks that a question's skew is not real",
+      describe:
+        "gold labels (JSONL, CSV, Parquet, or a Label Studio JSON export); needed by auto, temperature and platt; with batch, checks that a question's skew is not real",
     })
     .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
     .option("method", {
@@ -136,7 +138,10 @@ function withCalibrateOptions<T>(y: Argv<T>) {
     })
     .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
     .option("api-key", { type: "boolean", default: true, describe: "--no-api-key: the remote endpoint needs no key" })
-    .option("timeout", numeric("timeout", { above: 0 }, { default: DEFAULT_TIMEOUT_MS / 1000, describe: "contextual: seconds to wait for a remote answer" }));
+    .option(
+      "timeout",
+      duration("timeout", { above: 0 }, { default: `${DEFAULT_TIMEOUT_MS / 1000}s`, describe: "contextual: how long to wait for a remote answer" }),
+    );
 }
 
 /** `typed-eval calibrate`: fit a calibration from gold labels (or without them) for `run --calibration`. */

@@ -16,6 +16,7 @@ import { S3_FLUSH_MS } from "../runner/state/s3-journal.js";
 import { VERDICTS, verdictLine } from "../runner/verdict.js";
 import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
+import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
@@ -54,10 +55,10 @@ export function withJobOptions<T>(y: Argv<T>) {
       )
       .option(
         "timeout",
-        numeric(
+        duration(
           "timeout",
           { above: 0 },
-          { default: DEFAULT_TIMEOUT_MS / 1000, describe: "seconds to wait for a remote answer before the attempt counts as failed" },
+          { default: `${DEFAULT_TIMEOUT_MS / 1000}s`, describe: "how long to wait for an answer before the attempt counts as failed" },
         ),
       )
       .option("shard", { type: "string", coerce: shardText, describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
@@ -111,20 +112,18 @@ function withRunOptions<T>(y: Argv<T>) {
     })
     .option(
       "journal-flush",
-      numeric(
+      duration(
         "journal-flush",
         { above: 0 },
-        { default: S3_FLUSH_MS / 1000, describe: "seconds between shipments of an S3 journal: a lost worker repays at most this much work" },
+        { default: `${S3_FLUSH_MS / 1000}s`, describe: "time between shipments of an S3 journal: a lost worker repays at most this much work" },
       ),
     )
     .option(
       "storage-retry",
-      numeric(
+      duration(
         "storage-retry",
-        { min: 0 },
-        {
-          describe: `seconds S3 may fail (5xx, resets, timeouts) before the run stops, resumable (exit 9) (default: $TYPED_EVAL_STORAGE_RETRY or ${STORAGE_RETRY_MS / 1000})`,
-        },
+        { min: 0, env: "TYPED_EVAL_STORAGE_RETRY" },
+        { default: `${STORAGE_RETRY_MS / 1000}s`, describe: "how long S3 may fail (5xx, resets, timeouts) before the run stops, resumable (exit 9)" },
       ),
     )
     .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
@@ -148,12 +147,12 @@ function withRunOptions<T>(y: Argv<T>) {
     })
     .option(
       "grace",
-      numeric(
+      duration(
         "grace",
         { min: 0 },
         {
-          default: RUN_DEFAULTS.graceMs / 1000,
-          describe: "seconds SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)",
+          default: `${RUN_DEFAULTS.graceMs / 1000}s`,
+          describe: "how long SIGTERM/SIGINT lets the requests in flight finish before the run stops (exit 143/130, resumable)",
         },
       ),
     )
@@ -299,7 +298,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
     // collects (355 MiB peak at 90,000 records); read at every GC, so setting it here works (bench/RESULTS.md).
     setFlagsFromString("--optimize-for-size");
     const logger = createLogger();
-    if (args["storage-retry"] !== undefined) setStorageRetry(args["storage-retry"]);
+    setStorageRetry(args["storage-retry"]);
     if (args["print-prompt"] || args["dry-run"]) return preview(args, logger);
     // SIGTERM (a scheduler's stop, a pod's eviction) and SIGINT (Ctrl-C): take no new records, let those in flight
     // finish within --grace, journal them, exit resumable. A second signal stops at once.

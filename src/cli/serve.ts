@@ -9,6 +9,7 @@ import { startServer } from "../server/serve.js";
 import { EXIT } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
+import { duration } from "./duration.js";
 import { AliasError } from "../evaluator/router.js";
 import { openModelFromArgs, withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
@@ -42,7 +43,11 @@ function withServeOptions<T>(y: Argv<T>) {
       )
       .option(
         "shutdown-grace",
-        numeric("shutdown-grace", { min: 0 }, { default: SERVER_DEFAULTS.shutdownGraceMs, describe: "ms SIGTERM waits for in-flight requests" }),
+        duration(
+          "shutdown-grace",
+          { min: 0, wasMilliseconds: true },
+          { default: `${SERVER_DEFAULTS.shutdownGraceMs / 1000}s`, describe: "how long SIGTERM waits for the requests in flight" },
+        ),
       )
       .option("sequences", numeric("sequences", { integer: true, min: 1, max: 256 }, { describe: "requests a local model evaluates at once (default 4)" }))
       .option(
@@ -125,7 +130,7 @@ export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>
         logger,
         maxQueue: args["max-queue"],
         bodyLimit: args["body-limit"],
-        shutdownGraceMs: args["shutdown-grace"],
+        shutdownGraceMs: args["shutdown-grace"] * 1000,
         lenient: args.lenient,
         metricsPort: args["metrics-port"],
       });

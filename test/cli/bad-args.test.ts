@@ -33,7 +33,7 @@ const cases: [string[], RegExp][] = [
   [["run", data, "--job", job, "--tps", "-5"], /--tps takes a number above 0, not -5/],
   [["run", data, "--job", job, "--concurrency", "0"], /--concurrency takes a whole number from 1 to 10000, not 0/],
   [["run", data, "--job", job, "--concurrency", "2.5"], /--concurrency takes a whole number/],
-  [["run", data, "--job", job, "--timeout", "0"], /--timeout takes a number above 0/],
+  [["run", data, "--job", job, "--timeout", "0"], /--timeout takes a duration above 0/],
   [["run", data, "--job", job, "--max-retries", "-1"], /--max-retries takes a whole number from 0 to 100/],
   [["run", data, "--job", job, "--max-failures-in-a-row", "0"], /--max-failures-in-a-row/],
   [["run", data, "--job", job, "--price", "-1"], /--price takes a number of at least 0/],

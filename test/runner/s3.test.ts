@@ -184,8 +184,8 @@ describe("S3", () => {
     expect(rows.every((row) => typeof row["p"] === "number" && row["p"] >= 0 && row["p"] <= 1)).toBe(true);
   }, 60_000);
 
-  it("runs the README's Parquet examples as written (local, S3, assess, and the DuckDB query)", async () => {
-    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  it("runs the Parquet examples of docs/runner.md as written (local, S3, assess, and the DuckDB query)", async () => {
+    const readme = readFileSync(join(ROOT, "docs/runner.md"), "utf8");
     const block = /<!-- parquet-examples[^>]*-->\s*```sh\n([\s\S]*?)```/.exec(readme)?.[1];
     expect(block).toBeDefined();
     const lines = (block as string).trim().split("\n");
