@@ -1,5 +1,5 @@
 # typed-eval's CLI and server. Not built by CI (these machines have no Docker
-# engine); it follows the README's own install steps: `npm pack`, then
+# engine); it follows the install steps of docs/scheduling.md: `npm pack`, then
 # `npm install -g` of the tarball.
 #
 #   docker build -t typed-eval .

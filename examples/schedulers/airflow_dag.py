@@ -24,8 +24,8 @@ a lost worker repays at most its last 5 seconds of records. Its lock goes
 stale one minute after a worker dies; the first retry comes two minutes
 later.
 
-Exit codes (README, "Progress and exit codes"): only the resumable ones
-(3: endpoint down; 130/143: stopped by a signal) are retried, with
+Exit codes (docs/scheduling.md, "Exit codes"): only the resumable ones
+(3: endpoint down; 9: storage down; 130/143: stopped by a signal) are retried, with
 exponential backoff. 6 (no input tonight) skips. 1 (too many failed records),
 2 (bad job or input), 5 (every record fails: a wrong field or format), 7
 (another run holds the journal) fail at once: retrying would not change them.
@@ -53,7 +53,7 @@ from airflow.providers.cncf.kubernetes.secret import Secret
 from kubernetes.client import models as k8s
 
 SHARDS = 4
-RESUMABLE = {3, 130, 143}
+RESUMABLE = {3, 9, 130, 143}
 NO_INPUT = 6
 IMAGE = "registry.example.com/typed-eval:0.1.0"
 BASE_URL = "https://api.example.com"

@@ -59,7 +59,7 @@ async function loadLlama(gpu: GpuChoice, threads: number): Promise<Llama> {
   } catch (error) {
     throw new BackendError(
       `--gpu ${gpu}: no ${gpu.toUpperCase()} build of llama.cpp can be loaded here (${(error as Error).name}: ${(error as Error).message.slice(0, 160)}). ` +
-        `Install it as the README says (GPU support), or use --gpu auto, which falls back to the CPU.`,
+        `Install it as docs/models.md says (GPU), or use --gpu auto, which falls back to the CPU.`,
     );
   }
 }
