@@ -8,7 +8,7 @@
  */
 import { createReadStream, existsSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { argmax } from "../evaluator/readout.js";
+import { argmax } from "../questions/distribution.js";
 import type { UsageSummary } from "../runner/output/usage.js";
 import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
 import { HEADLINE, LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
