@@ -52,12 +52,12 @@ export interface ProbabilityField {
 export interface ValueAxis {
   of(p: readonly number[]): number;
   /** The value's range is [0, top]. */
-  top(info: LabelInfo): number;
+  top(info: { labels: string[] }): number;
   /** Chart title after the question name, and the chart's axis. */
   title: string;
   axis: string;
   /** What population stability is computed over, with `bins` equal bins. */
-  psiBasis(info: LabelInfo, bins: number): string;
+  psiBasis(info: { labels: string[] }, bins: number): string;
 }
 
 /** A question type: Q is its question and A its answer as they travel on the wire. */
