@@ -65,28 +65,49 @@ function discoverColumns(columns: string[]): QuestionInfo[] {
   return out.filter((q) => !(q.name.endsWith(".raw") && names.has(q.name.slice(0, -4))));
 }
 
-function probability(v: unknown, where: string): number {
+/** A probability cell; the place in the error message is `where` + `what`, joined only when the cell is bad (this runs for every cell). */
+function probability(v: unknown, where: string, what = ""): number {
   const x = typeof v === "number" ? v : typeof v === "string" && v.trim() !== "" ? Number(v) : NaN;
-  if (!(x >= 0 && x <= 1)) throw new QualityInputError(`${where}: ${JSON.stringify(v)} is not a probability`);
+  if (!(x >= 0 && x <= 1)) throw new QualityInputError(`${where}${what}: ${JSON.stringify(v)} is not a probability`);
   return x;
 }
 
 /** How a question's answers are read: its type, and the probabilities its distribution is made of (once per question, not per row). */
-const readings = new WeakMap<QuestionInfo, { kind: AnyKind; fields: ProbabilityField[] }>();
-function readingOf(q: QuestionInfo): { kind: AnyKind; fields: ProbabilityField[] } {
+interface Reading {
+  kind: AnyKind;
+  fields: ProbabilityField[];
+  /** Flat column names of the fields, and of the raw answer's fields; how an error names each. */
+  columns: string[];
+  rawColumns: string[];
+  whats: string[];
+  rawWhats: string[];
+}
+const readings = new WeakMap<QuestionInfo, Reading>();
+function readingOf(q: QuestionInfo): Reading {
   let reading = readings.get(q);
   if (!reading) {
     const kind = kindOf(q);
-    reading = { kind, fields: kind.fields(q) };
+    const fields = kind.fields(q);
+    const raw = `${q.name}.raw`;
+    reading = {
+      kind,
+      fields,
+      columns: fields.map((f) => `${q.name}.${f.column}`),
+      rawColumns: fields.map((f) => `${raw}.${f.column}`),
+      whats: fields.map((f) => `: ${q.name}${f.what}`),
+      rawWhats: fields.map((f) => `: ${raw}${f.what}`),
+    };
     readings.set(q, reading);
   }
   return reading;
 }
 
-/** A question's distribution from a flat row, its columns named `<name>.<field>` (`name` is `<q>.raw` for the raw answer). */
-function distributionOf(q: QuestionInfo, name: string, get: (key: string) => unknown, where: string): number[] {
-  const { kind, fields } = readingOf(q);
-  return kind.toDistribution(fields.map((f) => probability(get(`${name}.${f.column}`), `${where}: ${name}${f.what}`)));
+/** A question's distribution (or its raw one) from a flat row. */
+function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unknown, where: string): number[] {
+  const r = readingOf(q);
+  const columns = raw ? r.rawColumns : r.columns;
+  const whats = raw ? r.rawWhats : r.whats;
+  return r.kind.toDistribution(columns.map((column, i) => probability(get(column), where, whats[i])));
 }
 
 /** Opens a local answers or gold file; a missing or unreadable one is a one-line usage error. */
@@ -131,17 +152,18 @@ export async function readAnswers(
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))
               throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
-            const dist = distributionOf(q, q.name, (key) => record[key], where);
+            const dist = distributionOf(q, false, (key) => record[key], where);
             row.dist.set(q.name, dist);
             readingOf(q).kind.learn?.(q, dist, (key) => record[key]);
             const mass = record[`${q.name}.label_mass`];
             const m = typeof mass === "number" ? mass : typeof mass === "string" && mass.trim() !== "" ? Number(mass) : NaN;
             if (m >= 0 && m <= 1) (row.mass ??= {})[q.name] = m;
-            if (`${q.name}.raw.${readingOf(q).fields[0]?.column}` in record) {
+            const rawProbe = readingOf(q).rawColumns[0];
+            if (rawProbe !== undefined && rawProbe in record) {
               row.raw ??= new Map();
               row.raw.set(
                 q.name,
-                distributionOf(q, `${q.name}.raw`, (key) => record[key], where),
+                distributionOf(q, true, (key) => record[key], where),
               );
             }
           }
@@ -173,7 +195,7 @@ export async function readAnswers(
 function jsonDistribution(q: QuestionInfo, a: Record_, where: string): number[] {
   if (a["type"] !== q.type) throw new QualityInputError(`${where}: a ${String(a["type"])} answer, but ${q.name} is a ${q.type} question`);
   const { kind, fields } = readingOf(q);
-  return kind.toDistribution(fields.map((f) => probability(f.pick(a), `${where}${f.what}`)));
+  return kind.toDistribution(fields.map((f) => probability(f.pick(a), where, f.what)));
 }
 
 /** Gold labels: one row per labeled record, -1 where a question was left unlabeled. */
