@@ -7,6 +7,7 @@
  * throws on any other, so the schema stays the single source of truth.
  */
 import type { TSchema } from "@sinclair/typebox";
+import { kindOf } from "../questions/index.js";
 import { SystemOneRequest, SystemOneResponse, type ValidationErrorItem } from "./schema.js";
 
 export type Loc = (string | number)[];
@@ -81,6 +82,10 @@ function kindName(schema: Schema): string {
 function listPhrase(words: string[]): string {
   if (words.length <= 1) return words.join("");
   return `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`;
+}
+
+function andList(words: string[]): string {
+  return words.length <= 1 ? words.join("") : `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}`;
 }
 
 function quoted(values: string[]): string {
@@ -283,16 +288,25 @@ export interface RequestChecks {
   lenient?: boolean;
 }
 
-/** Keys a question may have; anything else is most likely a typo that would change the answer. */
-const QUESTION_KEYS = new Set(["type", "instructions", "criteria"]);
 /** Media fields other servers of this API accept; no model here can see them. */
 const MEDIA_KEYS = ["images", "videos"];
 
+/** The keys an object schema names, or that the object member of a union (`X | null`) names; undefined for a free map. */
+function namedKeys(schema: Schema | undefined): string[] | undefined {
+  if (schema?.properties) return Object.keys(schema.properties);
+  for (const member of schema?.anyOf ?? []) {
+    const keys = namedKeys(member);
+    if (keys) return keys;
+  }
+  return undefined;
+}
+
 /**
- * What strict checking refuses in a request of a valid shape: an unknown key
- * inside a question (`instruction` for `instructions` would be answered as a
- * question with no instructions), a noul criteria key other than `true` and
- * `false`, and images or videos. Unknown top-level fields stay ignored.
+ * What strict checking refuses in a request of a valid shape: a key its
+ * type's schema does not name inside a question (`instruction` for
+ * `instructions` would be answered as a question with no instructions) or
+ * inside criteria whose keys the schema names (a noul's `true` and `false`),
+ * and images or videos. Unknown top-level fields stay ignored.
  */
 export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
   const errors: ValidationErrorItem[] = [];
@@ -308,8 +322,10 @@ export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
     });
   }
   for (const [name, question] of Object.entries(body.questions)) {
+    const schema = kindOf(question).question as Schema;
+    const known = new Set(namedKeys(schema));
     for (const [key, value] of Object.entries(question)) {
-      if (QUESTION_KEYS.has(key)) continue;
+      if (known.has(key)) continue;
       const hint = key === "instruction" ? " (did you mean instructions?)" : key === "criterion" || key === "options" ? " (did you mean criteria?)" : "";
       errors.push({
         type: "extra_forbidden",
@@ -318,13 +334,14 @@ export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
         input: value,
       });
     }
-    if (question.type === "noul" && isPlainObject(question.criteria)) {
+    const criteriaKeys = namedKeys(schema.properties?.["criteria"]);
+    if (criteriaKeys && isPlainObject(question.criteria)) {
       for (const [key, value] of Object.entries(question.criteria)) {
-        if (key === "true" || key === "false") continue;
+        if (criteriaKeys.includes(key)) continue;
         errors.push({
           type: "extra_forbidden",
-          loc: ["body", "questions", name, "noul", "criteria", key],
-          msg: "Extra inputs are not permitted: noul criteria take the keys true and false",
+          loc: ["body", "questions", name, question.type, "criteria", key],
+          msg: `Extra inputs are not permitted: ${question.type} criteria take the keys ${andList(criteriaKeys)}`,
           input: value,
         });
       }

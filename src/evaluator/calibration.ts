@@ -16,7 +16,7 @@
  * Pure functions, no I/O.
  */
 import type { Answer, Question } from "../api/schema.js";
-import { choiceAnswer, noulAnswer, scoreAnswer } from "./readout.js";
+import { kindOf } from "../questions/index.js";
 
 /** Probabilities below this are treated as this before the logarithm: a label the model ruled out stays (nearly) ruled out. */
 const FLOOR = 1e-300;
@@ -36,42 +36,18 @@ export interface QuestionCalibration {
 
 /** The distribution a question's answer carries, in label order (noul: [p(no), p(yes)]). */
 export function answerDistribution(question: Question, answer: Answer): number[] {
-  if (answer.type === "noul") return [1 - answer.noul, answer.noul];
-  if (answer.type === "choice" && question.type === "choice") return Object.keys(question.criteria).map((o) => answer.probabilities[o] ?? 0);
-  if (answer.type === "score" && question.type === "score") return question.criteria.map((_, k) => answer.probabilities[String(k)] ?? 0);
-  throw new RangeError(`a ${answer.type} answer does not answer a ${question.type} question`);
+  if (answer.type !== question.type) throw new RangeError(`a ${answer.type} answer does not answer a ${question.type} question`);
+  return kindOf(question).distribution(question, answer);
 }
 
 /** The labels of a question, in the order answerDistribution uses. */
 export function questionLabels(question: Question): string[] {
-  switch (question.type) {
-    case "noul":
-      return ["false", "true"];
-    case "choice":
-      return Object.keys(question.criteria);
-    case "score":
-      return question.criteria.map((_, k) => String(k));
-    default:
-      return assertNever(question);
-  }
-}
-
-function assertNever(x: never): never {
-  throw new TypeError(`unexpected ${JSON.stringify(x)}`);
+  return kindOf(question).labels(question);
 }
 
 /** An answer rebuilt from a distribution by the v1 rules: choice, score and confidence follow the probabilities. */
 export function answerFrom(question: Question, p: readonly number[]): Answer {
-  switch (question.type) {
-    case "noul":
-      return noulAnswer(p[1] as number);
-    case "choice":
-      return choiceAnswer(Object.keys(question.criteria), p);
-    case "score":
-      return scoreAnswer(question.criteria, p);
-    default:
-      return assertNever(question);
-  }
+  return kindOf(question).answerFrom(question, p);
 }
 
 function softmax(z: number[]): number[] {

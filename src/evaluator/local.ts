@@ -9,7 +9,7 @@ import type { Engine, ScoreTask, Token } from "../engines/engine.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
 import { renderPrefix, renderQuestion, renderState, renderSystem, type ChatTemplate, type Segment } from "./prompt.js";
 import { labelDistribution, labelMass } from "./readout.js";
-import { answerFrom } from "./calibration.js";
+import { kindOf } from "../questions/index.js";
 
 export interface LocalModelConfig {
   /** Versioned id returned as the response `model`. */
@@ -171,8 +171,7 @@ export class LocalEvaluator implements Evaluator {
       const name = prepared.names[i] as string;
       const logprobs = results[i] as number[];
       const p = labelDistribution(logprobs, this.config.temperature);
-      // The prompt lists Yes before No; answer distributions are [no, yes] (calibration.ts).
-      answers.push([name, answerFrom(question, question.type === "noul" ? [p[1] as number, p[0] as number] : p)]);
+      answers.push([name, kindOf(question).readout(question, p)]);
       masses.push([name, labelMass(logprobs)]);
     });
     return {

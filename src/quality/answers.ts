@@ -5,22 +5,14 @@
  * report) works on these, so it is the same for the embedded model and for
  * any remote endpoint.
  */
-import type { Content, Question, QuestionType } from "../api/schema.js";
-import { questionLabels } from "../evaluator/calibration.js";
+import { findKind, kindOf, QUESTION_KINDS, type AnyKind, type ProbabilityField, type QuestionInfo } from "../questions/index.js";
+import { isObject } from "../questions/kind.js";
 import { valueAt } from "../runner/input/records.js";
 import { formatOf, openLocalSource, type InputFormat } from "../runner/input/sources.js";
 import { SourceError, type Source } from "../runner/input/source.js";
 import { InvocationError } from "../api/errors.js";
 
-/** A question as the quality tools see it: its type and its labels in answer order. */
-export interface QuestionInfo {
-  name: string;
-  type: QuestionType;
-  /** noul: ["false", "true"]; choice: option names; score: "0".."k-1". */
-  labels: string[];
-  /** Score level texts, when known (job file or JSONL legend). */
-  levels?: Content[];
-}
+export { infoOf, type QuestionInfo } from "../questions/index.js";
 
 /** One answered row: per question its distribution in label order, and the raw one when the run calibrated. */
 export interface AnswerRow {
@@ -39,17 +31,10 @@ export class QualityInputError extends InvocationError {
   override name = "QualityInputError";
 }
 
-export function infoOf(name: string, question: Question): QuestionInfo {
-  const info: QuestionInfo = { name, type: question.type, labels: questionLabels(question) };
-  if (question.type === "score") info.levels = question.criteria;
-  return info;
-}
-
 type Record_ = Record<string, unknown>;
 
-function isObject(v: unknown): v is Record_ {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+/** A question's main column in a flat answers file is named after its type. */
+const MAIN_COLUMN = new RegExp(`^(.*)\\.(${QUESTION_KINDS.map((k) => k.type).join("|")})$`);
 
 /** Questions named by the first JSONL answers row. */
 function discoverJsonl(row: Record_): QuestionInfo[] {
@@ -58,55 +43,71 @@ function discoverJsonl(row: Record_): QuestionInfo[] {
   const out: QuestionInfo[] = [];
   for (const [name, a] of Object.entries(answers)) {
     if (!isObject(a)) continue;
-    if (a["type"] === "noul") out.push({ name, type: "noul", labels: ["false", "true"] });
-    else if (a["type"] === "choice" && isObject(a["probabilities"])) out.push({ name, type: "choice", labels: Object.keys(a["probabilities"]) });
-    else if (a["type"] === "score" && isObject(a["probabilities"])) {
-      const k = Object.keys(a["probabilities"]).length;
-      const legend = isObject(a["legend"]) ? a["legend"] : {};
-      out.push({
-        name,
-        type: "score",
-        labels: Array.from({ length: k }, (_, i) => String(i)),
-        levels: Array.from({ length: k }, (_, i) => (legend[String(i)] ?? String(i)) as Content),
-      });
-    }
+    const kind = findKind(String(a["type"]));
+    const found = kind?.discoverJson(a);
+    if (kind && found) out.push({ name, type: kind.type, ...found });
   }
   return out;
 }
 
-/** Questions named by the columns of a CSV or Parquet answers file: `q.noul`, or `q.choice`/`q.score` with `q.p.<label>` columns. */
+/** Questions named by the columns of a CSV or Parquet answers file: `<q>.<type>` (the type's main column), then whatever its type reads. */
 function discoverColumns(columns: string[]): QuestionInfo[] {
   const out: QuestionInfo[] = [];
   for (const column of columns) {
-    const m = /^(.*)\.(noul|choice|score)$/.exec(column);
+    const m = MAIN_COLUMN.exec(column);
     if (!m) continue;
-    const [, name, type] = m as unknown as [string, string, QuestionType];
-    if (type === "noul") {
-      out.push({ name, type, labels: ["false", "true"] });
-      continue;
-    }
-    const prefix = `${name}.p.`;
-    const labels = columns.filter((c) => c.startsWith(prefix)).map((c) => c.slice(prefix.length));
-    // A score's level texts are not in the header: they are learned from its `.level` column as rows come (see learnLevel).
-    out.push(type === "score" ? { name, type, labels, levels: [...labels] } : { name, type, labels });
+    const [, name, type] = m as unknown as [string, string, string];
+    const kind = kindOf(type);
+    out.push({ name, type: kind.type, ...kind.discoverColumns(name, columns) });
   }
   // A calibrated run writes `q.raw.noul` beside `q.noul`: that is q's raw answer, not a question "q.raw".
   const names = new Set(out.map((q) => q.name));
   return out.filter((q) => !(q.name.endsWith(".raw") && names.has(q.name.slice(0, -4))));
 }
 
-function probability(v: unknown, where: string): number {
+/** A probability cell; the place in the error message is `where` + `what`, joined only when the cell is bad (this runs for every cell). */
+function probability(v: unknown, where: string, what = ""): number {
   const x = typeof v === "number" ? v : typeof v === "string" && v.trim() !== "" ? Number(v) : NaN;
-  if (!(x >= 0 && x <= 1)) throw new QualityInputError(`${where}: ${JSON.stringify(v)} is not a probability`);
+  if (!(x >= 0 && x <= 1)) throw new QualityInputError(`${where}${what}: ${JSON.stringify(v)} is not a probability`);
   return x;
 }
 
-function distributionOf(info: QuestionInfo, get: (key: string) => unknown, where: string): number[] {
-  if (info.type === "noul") {
-    const p = probability(get(`${info.name}.noul`), `${where}: ${info.name}`);
-    return [1 - p, p];
+/** How a question's answers are read: its type, and the probabilities its distribution is made of (once per question, not per row). */
+interface Reading {
+  kind: AnyKind;
+  fields: ProbabilityField[];
+  /** Flat column names of the fields, and of the raw answer's fields; how an error names each. */
+  columns: string[];
+  rawColumns: string[];
+  whats: string[];
+  rawWhats: string[];
+}
+const readings = new WeakMap<QuestionInfo, Reading>();
+function readingOf(q: QuestionInfo): Reading {
+  let reading = readings.get(q);
+  if (!reading) {
+    const kind = kindOf(q);
+    const fields = kind.fields(q);
+    const raw = `${q.name}.raw`;
+    reading = {
+      kind,
+      fields,
+      columns: fields.map((f) => `${q.name}.${f.column}`),
+      rawColumns: fields.map((f) => `${raw}.${f.column}`),
+      whats: fields.map((f) => `: ${q.name}${f.what}`),
+      rawWhats: fields.map((f) => `: ${raw}${f.what}`),
+    };
+    readings.set(q, reading);
   }
-  return info.labels.map((label) => probability(get(`${info.name}.p.${label}`), `${where}: ${info.name} probability of ${label}`));
+  return reading;
+}
+
+/** A question's distribution (or its raw one) from a flat row. */
+function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unknown, where: string): number[] {
+  const r = readingOf(q);
+  const columns = raw ? r.rawColumns : r.columns;
+  const whats = raw ? r.rawWhats : r.whats;
+  return r.kind.toDistribution(columns.map((column, i) => probability(get(column), where, whats[i])));
 }
 
 /** Opens a local answers or gold file; a missing or unreadable one is a one-line usage error. */
@@ -137,7 +138,9 @@ export async function readAnswers(
         if (!questions) {
           questions = format !== "jsonl" ? discoverColumns(Object.keys(record)) : discoverJsonl(record);
           if (questions.length === 0)
-            throw new QualityInputError(`${path} holds no answers typed-eval wrote (no answers object or <question>.noul/.choice/.score columns)`);
+            throw new QualityInputError(
+              `${path} holds no answers typed-eval wrote (no answers object or <question>.${QUESTION_KINDS.map((k) => k.type).join("/.")} columns)`,
+            );
         }
         notify?.(questions);
         notify = undefined;
@@ -149,17 +152,18 @@ export async function readAnswers(
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))
               throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
-            const dist = distributionOf(q, (key) => record[key], where);
+            const dist = distributionOf(q, false, (key) => record[key], where);
             row.dist.set(q.name, dist);
-            if (q.type === "score") learnLevel(q, dist, record[`${q.name}.level`]);
+            readingOf(q).kind.learn?.(q, dist, (key) => record[key]);
             const mass = record[`${q.name}.label_mass`];
             const m = typeof mass === "number" ? mass : typeof mass === "string" && mass.trim() !== "" ? Number(mass) : NaN;
             if (m >= 0 && m <= 1) (row.mass ??= {})[q.name] = m;
-            if (`${q.name}.raw.${q.type === "noul" ? "noul" : `p.${q.labels[0]}`}` in record) {
+            const rawProbe = readingOf(q).rawColumns[0];
+            if (rawProbe !== undefined && rawProbe in record) {
               row.raw ??= new Map();
               row.raw.set(
                 q.name,
-                distributionOf({ ...q, name: `${q.name}.raw` }, (key) => record[key], where),
+                distributionOf(q, true, (key) => record[key], where),
               );
             }
           }
@@ -173,14 +177,7 @@ export async function readAnswers(
             row.dist.set(q.name, jsonDistribution(q, a, `${where}: ${q.name}`));
             if (raw && raw[q.name] !== undefined) {
               row.raw ??= new Map();
-              row.raw.set(
-                q.name,
-                jsonDistribution(
-                  q,
-                  { type: q.type, ...(q.type === "noul" ? { noul: raw[q.name] } : { probabilities: raw[q.name] }) },
-                  `${where}: raw ${q.name}`,
-                ),
-              );
+              row.raw.set(q.name, jsonDistribution(q, { type: q.type, ...readingOf(q).kind.fromRaw(raw[q.name]) }, `${where}: raw ${q.name}`));
             }
           }
           if (isObject(record["label_mass"])) row.mass = record["label_mass"] as Record<string, number>;
@@ -195,28 +192,10 @@ export async function readAnswers(
   return rows();
 }
 
-/**
- * CSV and Parquet answers name a score's most likely level by its text in
- * `<q>.level` (its index when the level is not text): each row teaches the
- * text of its top level, so the report names levels as it does for JSONL,
- * whose rows carry the whole legend. `q.levels` is changed in place, so
- * whoever holds the questions sees the texts as they arrive.
- */
-function learnLevel(q: QuestionInfo, dist: readonly number[], level: unknown): void {
-  if (typeof level !== "string" || level === "" || !q.levels) return;
-  let best = 0;
-  for (let i = 1; i < dist.length; i++) if ((dist[i] as number) > (dist[best] as number)) best = i;
-  if (q.levels[best] === q.labels[best] && level !== q.labels[best]) q.levels[best] = level;
-}
-
 function jsonDistribution(q: QuestionInfo, a: Record_, where: string): number[] {
   if (a["type"] !== q.type) throw new QualityInputError(`${where}: a ${String(a["type"])} answer, but ${q.name} is a ${q.type} question`);
-  if (q.type === "noul") {
-    const p = probability(a["noul"], where);
-    return [1 - p, p];
-  }
-  const probabilities = isObject(a["probabilities"]) ? a["probabilities"] : {};
-  return q.labels.map((label) => probability(probabilities[label], `${where} probability of ${label}`));
+  const { kind, fields } = readingOf(q);
+  return kind.toDistribution(fields.map((f) => probability(f.pick(a), where, f.what)));
 }
 
 /** Gold labels: one row per labeled record, -1 where a question was left unlabeled. */
@@ -232,38 +211,12 @@ export interface Gold {
   ignored: string[];
 }
 
-const YES = new Set(["true", "yes", "1", "y", "t"]);
-const NO = new Set(["false", "no", "0", "n", "f"]);
-
 /** A gold cell to a class index; undefined when empty (not labeled). */
 export function goldClass(q: QuestionInfo, value: unknown, where: string): number | undefined {
   if (value === undefined || value === null || value === "") return undefined;
-  if (q.type === "noul") {
-    const s = String(value).trim().toLowerCase();
-    if (YES.has(s)) return 1;
-    if (NO.has(s)) return 0;
-    throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not a noul label; write true/false, yes/no or 1/0`);
-  }
-  if (q.type === "choice") {
-    if (typeof value !== "string") throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not an option name; options: ${q.labels.join(", ")}`);
-    const at = q.labels.indexOf(value);
-    if (at >= 0) return at;
-    const folded = q.labels.findIndex((l) => l.toLowerCase() === value.trim().toLowerCase());
-    if (folded >= 0) return folded;
-    throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not an option of ${q.name}; options: ${q.labels.join(", ")}`);
-  }
-  const k = q.labels.length;
-  const text = typeof value === "string" ? value.trim() : value;
-  if (typeof text === "number" || (typeof text === "string" && /^\d+$/.test(text))) {
-    const level = Number(text);
-    if (Number.isInteger(level) && level >= 0 && level < k) return level;
-    throw new QualityInputError(`${where}: level ${JSON.stringify(value)} is outside 0..${k - 1}`);
-  }
-  if (typeof text === "string" && q.levels) {
-    const at = q.levels.findIndex((l) => typeof l === "string" && l.trim().toLowerCase() === text.toLowerCase());
-    if (at >= 0) return at;
-  }
-  throw new QualityInputError(`${where}: ${JSON.stringify(value)} is not a level of ${q.name}; write its index 0..${k - 1}${q.levels ? " or its text" : ""}`);
+  const y = kindOf(q).goldClass(q, value);
+  if (typeof y === "string") throw new QualityInputError(`${where}: ${y}`);
+  return y;
 }
 
 /** A field by its exact name (CSV columns may hold dots), else as a dotted path. */

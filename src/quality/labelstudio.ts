@@ -13,6 +13,7 @@
  */
 import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import type { Question } from "../api/schema.js";
+import { kindOf } from "../questions/index.js";
 import { reviewReason } from "../runner/output/columns.js";
 import type { Job } from "../runner/job.js";
 import { goldClass, infoOf, QualityInputError, readAnswers, type Gold, type QuestionInfo } from "./answers.js";
@@ -57,8 +58,8 @@ function shownKey(job: Job, kept: { field: string; key: string }[]): string {
   return `text_${(state ?? kept[0])?.key ?? "id"}`;
 }
 
-function hint(question: Question, label: string, at: number): string | undefined {
-  const c = question.type === "choice" ? question.criteria[label] : question.type === "score" ? undefined : question.criteria?.[at === 1 ? "true" : "false"];
+function hint(question: Question, label: string): string | undefined {
+  const c = kindOf(question).hint(question, label);
   return c === undefined || c === null ? undefined : text(c);
 }
 
@@ -73,7 +74,7 @@ export function labelingConfig(job: Job): string {
     lines.push(`  <Header value="${xml(question.instructions ? `${name}: ${question.instructions}` : name)}"/>`);
     lines.push(`  <Choices name="${xml(name)}" toName="${xml(to)}" choice="single-radio" showInline="true">`);
     choiceValues(info).forEach((value, at) => {
-      const h = hint(question, info.labels[at] as string, at);
+      const h = hint(question, info.labels[at] as string);
       lines.push(`    <Choice value="${xml(value)}"${h ? ` hint="${xml(h)}"` : ""}/>`);
     });
     lines.push("  </Choices>");
@@ -262,7 +263,7 @@ export async function readLabelStudioGold(path: string, questions: QuestionInfo[
 export function goldCsv(gold: Gold): string {
   const { questions } = gold;
   const nq = questions.length;
-  const label = (q: QuestionInfo, y: number) => (y < 0 ? "" : q.type === "noul" ? (y === 1 ? "yes" : "no") : (q.labels[y] as string));
+  const label = (q: QuestionInfo, y: number) => (y < 0 ? "" : kindOf(q).goldText(q, y));
   const lines = [csvLine(["id", ...questions.map((q) => q.name)])];
   for (const [id, r] of gold.rows) lines.push(csvLine([id, ...questions.map((q, j) => label(q, gold.labels[r * nq + j] as number))]));
   return lines.join("");

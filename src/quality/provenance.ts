@@ -7,6 +7,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { findKind, kindOf } from "../questions/index.js";
 import { loadJob, type Job } from "../runner/job.js";
 import { isSummary, type UsageSummary } from "../runner/output/usage.js";
 import { escapeHtml, displayPath } from "./html.js";
@@ -80,7 +81,7 @@ export function fillLevels(
   usage: UsageSummary | undefined,
   usagePath: string,
 ): void {
-  const missing = questions.filter((q) => q.type === "score" && (!q.levels || q.levels.some((l, i) => l === q.labels[i])));
+  const missing = questions.filter((q) => findKind(q.type)?.levels && (!q.levels || q.levels.some((l, i) => l === q.labels[i])));
   if (missing.length === 0 || !usage?.job) return;
   let job: Job | undefined;
   for (const path of [usage.job, resolve(dirname(usagePath), usage.job)]) {
@@ -95,9 +96,10 @@ export function fillLevels(
   if (!job) return;
   for (const q of missing) {
     const asked = job.questions[q.name];
-    if (asked?.type !== "score" || asked.criteria.length !== q.labels.length) continue;
+    const texts = asked?.type === q.type ? kindOf(asked).levels?.(asked) : undefined;
+    if (!texts || texts.length !== q.labels.length) continue;
     const levels = q.levels ?? [...q.labels];
-    asked.criteria.forEach((c, i) => {
+    texts.forEach((c, i) => {
       if (levels[i] === q.labels[i] && typeof c === "string") levels[i] = c;
     });
     q.levels = levels;

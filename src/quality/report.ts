@@ -8,7 +8,8 @@
  */
 import { createReadStream, existsSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { argmax } from "../evaluator/readout.js";
+import { argmax } from "../questions/distribution.js";
+import { kindOf } from "../questions/index.js";
 import type { UsageSummary } from "../runner/output/usage.js";
 import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
 import { HEADLINE, LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
@@ -104,23 +105,18 @@ export const PSI_BINS = 10;
 export const PSI_EPSILON = 1e-4;
 
 function psiBinCount(q: QuestionInfo): number {
-  return q.type === "choice" ? q.labels.length : PSI_BINS;
+  return kindOf(q).value ? PSI_BINS : q.labels.length;
 }
 
 function psiBasis(q: QuestionInfo): string {
-  if (q.type === "choice") return "top-label shares";
-  return q.type === "noul" ? `p(yes) in ${PSI_BINS} equal bins` : `expected level in ${PSI_BINS} equal bins over 0..${q.labels.length - 1}`;
+  return kindOf(q).value?.psiBasis(q, PSI_BINS) ?? "top-label shares";
 }
 
 function psiBin(q: QuestionInfo, p: readonly number[], label: number): number {
-  const bin = (x: number, hi: number) => Math.min(PSI_BINS - 1, Math.max(0, Math.floor((x / (hi || 1)) * PSI_BINS)));
-  if (q.type === "noul") return bin(p[1] as number, 1);
-  if (q.type === "score")
-    return bin(
-      p.reduce((e, v, i) => e + i * v, 0),
-      q.labels.length - 1,
-    );
-  return label;
+  const value = kindOf(q).value;
+  if (!value) return label;
+  const hi = value.top(q);
+  return Math.min(PSI_BINS - 1, Math.max(0, Math.floor((value.of(p) / (hi || 1)) * PSI_BINS)));
 }
 
 /** Metrics the drift gate knows, per question. */
@@ -290,7 +286,7 @@ export async function runReport(
         n: 0,
         label_counts: new Array<number>(q.labels.length).fill(0),
         mean_probabilities: new Array<number>(q.labels.length).fill(0),
-        value_histogram: q.type === "choice" ? [] : new Array<number>(BINS).fill(0),
+        value_histogram: kindOf(q).value ? new Array<number>(BINS).fill(0) : [],
         confidence_histogram: new Array<number>(BINS).fill(0),
       }));
       shared.agree = qs.map(() => 0);
@@ -313,15 +309,8 @@ export async function runReport(
       psiNow[j]![psiBin(q, p, label)]! += 1;
       p.forEach((v, i) => (s.mean_probabilities[i]! += v));
       s.confidence_histogram[binIndex(confidence, 0, 1)]! += 1;
-      if (q.type === "noul") s.value_histogram[binIndex(p[1] as number, 0, 1)]! += 1;
-      if (q.type === "score")
-        s.value_histogram[
-          binIndex(
-            p.reduce((e, v, i) => e + i * v, 0),
-            0,
-            q.labels.length - 1,
-          )
-        ]! += 1;
+      const value = kindOf(q).value;
+      if (value) s.value_histogram[binIndex(value.of(p), 0, value.top(q))]! += 1;
       const mass = row.mass?.[q.name];
       if (typeof mass === "number") {
         s.label_mass_histogram ??= new Array<number>(BINS).fill(0);
@@ -415,10 +404,7 @@ async function readErrors(path: string): Promise<NonNullable<RunReport["errors"]
 
 /** Labels as people read them: no/yes for a noul, level texts for a score when known. */
 export function displayLabels(q: { type: QuestionInfo["type"]; labels: string[]; levels?: unknown[] | undefined }): string[] {
-  if (q.type === "noul") return ["no", "yes"];
-  if (q.type === "score" && q.levels)
-    return q.labels.map((l, i) => (typeof q.levels?.[i] === "string" && q.levels[i] !== l ? `${l}: ${q.levels[i] as string}` : l));
-  return q.labels;
+  return kindOf(q).displayLabels(q);
 }
 
 const tally = (n: number) => n.toLocaleString("en-US");
@@ -454,8 +440,8 @@ function questionBand(s: QuestionStats, shift: Shift | undefined, gate: RunRepor
         : [{ name: "rows", values: shares }],
     ),
   );
-  if (s.type === "noul") cards.push(histogram(`${s.name}: p(yes)`, s.value_histogram, 0, 1, "probability of yes"));
-  if (s.type === "score") cards.push(histogram(`${s.name}: expected score`, s.value_histogram, 0, s.labels.length - 1, "expected score"));
+  const value = kindOf(s).value;
+  if (value) cards.push(histogram(`${s.name}: ${value.title}`, s.value_histogram, 0, value.top(s), value.axis));
   cards.push(histogram(`${s.name}: confidence`, s.confidence_histogram, 0, 1, "top-label probability"));
   if (s.label_mass_histogram) cards.push(histogram(`${s.name}: label mass`, s.label_mass_histogram, 0, 1, "share of next-token probability on the labels"));
   const wide: string[] = [];

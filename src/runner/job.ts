@@ -17,6 +17,7 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { SystemOneRequest } from "../api/schema.js";
 import { validateAgainst, validateRequest } from "../api/validate.js";
+import { ANSWER_COLUMN_SUFFIXES } from "../questions/index.js";
 
 const JobSchema = Type.Object(
   {
@@ -74,8 +75,7 @@ export function parseJob(json: unknown, origin: string): Job {
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
     const keep = result.value.keep ?? [];
     const builtIn = new Set(BUILT_IN_COLUMNS);
-    for (const name of Object.keys(result.value.questions))
-      for (const suffix of ["noul", "choice", "score", "level", "confidence"]) builtIn.add(`${name}.${suffix}`);
+    for (const name of Object.keys(result.value.questions)) for (const suffix of ANSWER_COLUMN_SUFFIXES) builtIn.add(`${name}.${suffix}`);
     keep.forEach((field, i) => {
       if (keep.indexOf(field) !== i) problems.push(`keep: "${field}" is listed twice`);
       else if (builtIn.has(field) || /\.(p|raw)\./.test(field))

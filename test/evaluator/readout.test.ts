@@ -1,18 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { answerViolations } from "../../src/api/consistency.js";
-import type { ChoiceQuestion, ScoreQuestion } from "../../src/api/schema.js";
-import {
-  argmax,
-  choiceAnswer,
-  choiceConfidence,
-  labelDistribution,
-  labelMass,
-  logSumExp,
-  noulAnswer,
-  scoreAnswer,
-  scoreConfidence,
-} from "../../src/evaluator/readout.js";
+import { labelDistribution, labelMass, logSumExp } from "../../src/evaluator/readout.js";
+import { choiceAnswer, choiceConfidence, type ChoiceQuestion } from "../../src/questions/choice.js";
+import { argmax } from "../../src/questions/distribution.js";
+import { noulAnswer } from "../../src/questions/noul.js";
+import { scoreAnswer, scoreConfidence, type ScoreQuestion } from "../../src/questions/score.js";
 
 const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
 

@@ -1,11 +1,11 @@
 /**
  * The flat columns of an answers output, shared by CSV and Parquet: one
  * definition of each column's name, kind and value, so the two formats can
- * never disagree about what a row holds. Each question type has its own
- * columns (an exhaustive switch: a new type does not compile until it has
- * them).
+ * never disagree about what a row holds. Each question type names its own
+ * columns (`src/questions`).
  */
-import type { Answer, Question, ScoreAnswer } from "../../api/schema.js";
+import type { Answer, Question } from "../../api/schema.js";
+import { kindOf as questionKind } from "../../questions/index.js";
 import type { AnswerEntry } from "../state/journal.js";
 import type { ReviewVerdict } from "./labels.js";
 
@@ -49,73 +49,34 @@ export function assertNever(x: never): never {
   throw new TypeError(`unexpected value ${JSON.stringify(x)}`);
 }
 
-/** The most likely level's label: its text when the level is text, else its index. */
-function levelLabel(a: ScoreAnswer): string {
-  let best = "0";
-  for (const [k, p] of Object.entries(a.probabilities)) if (p > (a.probabilities[best] ?? -1)) best = k;
-  const legend = a.legend[best];
-  return typeof legend === "string" ? legend : best;
-}
-
-/** The row's answer to a question when it is of the expected type. */
-function answerOf<K extends Answer["type"]>(r: OutputRow, name: string, type: K): Extract<Answer, { type: K }> | undefined {
-  const a = r.answers[name];
-  return a?.type === type ? (a as Extract<Answer, { type: K }>) : undefined;
-}
-
-/** A question's columns: its answer, then each option's or level's probability. */
+/** A question's columns: its type's own answer columns, then one per probability its answer is read back from (`<name>.p.<label>`). */
 function questionColumns(name: string, question: Question): FlatColumn[] {
-  switch (question.type) {
-    case "noul":
-      return [{ name: `${name}.noul`, kind: "double", value: (r) => answerOf(r, name, "noul")?.noul }];
-    case "choice": {
-      const choice = (r: OutputRow) => answerOf(r, name, "choice");
-      return [
-        { name: `${name}.choice`, kind: "string", value: (r) => choice(r)?.choice },
-        { name: `${name}.confidence`, kind: "double", value: (r) => choice(r)?.confidence },
-        ...Object.keys(question.criteria).map((o): FlatColumn => ({ name: `${name}.p.${o}`, kind: "double", value: (r) => choice(r)?.probabilities[o] })),
-      ];
-    }
-    case "score": {
-      const score = (r: OutputRow) => answerOf(r, name, "score");
-      return [
-        { name: `${name}.score`, kind: "double", value: (r) => score(r)?.score },
-        { name: `${name}.level`, kind: "string", value: (r) => mapped(score(r), levelLabel) },
-        { name: `${name}.confidence`, kind: "double", value: (r) => score(r)?.confidence },
-        ...question.criteria.map((_, k): FlatColumn => ({ name: `${name}.p.${k}`, kind: "double", value: (r) => score(r)?.probabilities[String(k)] })),
-      ];
-    }
-    default:
-      return assertNever(question);
-  }
+  const kind = questionKind(question);
+  const answer = (r: OutputRow): Answer | undefined => {
+    const a = r.answers[name];
+    return a?.type === kind.type ? a : undefined;
+  };
+  const own = new Set(kind.columns.map((c) => c.suffix));
+  return [
+    ...kind.columns.map((c): FlatColumn => ({ name: `${name}.${c.suffix}`, kind: c.kind, value: (r) => mapped(answer(r), c.value) })),
+    ...kind
+      .fields({ name, labels: kind.labels(question) })
+      .filter((f) => !own.has(f.column))
+      .map((f): FlatColumn => ({ name: `${name}.${f.column}`, kind: "double", value: (r) => mapped(answer(r), f.pick) })),
+  ];
 }
 
 function mapped<T, U>(x: T | undefined, f: (x: T) => U): U | undefined {
   return x === undefined ? undefined : f(x);
 }
 
-/** Raw probabilities of a calibrated question, beside the calibrated ones: `<name>.raw.noul` or `<name>.raw.p.<key>`. */
+/** Raw probabilities of a calibrated question, beside the calibrated ones: `<name>.raw.<column>` for each probability column. */
 function rawColumns(name: string, question: Question): FlatColumn[] {
-  if (question.type === "noul") {
-    return [
-      {
-        name: `${name}.raw.noul`,
-        kind: "double",
-        value: (r) => {
-          const raw = r.raw?.[name];
-          return typeof raw === "number" ? raw : undefined;
-        },
-      },
-    ];
-  }
-  const keys = question.type === "choice" ? Object.keys(question.criteria) : question.criteria.map((_, k) => String(k));
-  return keys.map((k) => ({
-    name: `${name}.raw.p.${k}`,
+  const kind = questionKind(question);
+  return kind.fields({ name, labels: kind.labels(question) }).map((f) => ({
+    name: `${name}.raw.${f.column}`,
     kind: "double",
-    value: (r) => {
-      const raw = r.raw?.[name];
-      return typeof raw === "object" ? raw[k] : undefined;
-    },
+    value: (r) => mapped(r.raw?.[name], (raw) => f.pick(kind.fromRaw(raw))),
   }));
 }
 

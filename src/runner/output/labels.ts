@@ -19,6 +19,7 @@ import {
   type Method,
   type QuestionCalibration,
 } from "../../evaluator/calibration.js";
+import { kindOf } from "../../questions/index.js";
 import { unitHash } from "../input/records.js";
 
 /** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
@@ -78,7 +79,7 @@ export function calibrateAnswers(
     if (!q || !a) continue;
     const p = answerDistribution(q, a);
     out[name] = answerFrom(q, applyMap(map, p));
-    raw[name] = a.type === "noul" ? a.noul : { ...a.probabilities };
+    raw[name] = kindOf(a).raw(a);
   }
   return { answers: out, raw };
 }
