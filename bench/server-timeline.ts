@@ -7,8 +7,10 @@
  * and POSTed by a client in this process. Timestamps on one monotonic clock
  * (process.hrtime.bigint, shared with the child): the client's send, the
  * server's request event, its hooks, the token estimate, the evaluator call,
- * onSend, and the client's end of answer. Then CPU per request by thread and
- * GC pauses per path, which a crowded machine's waits do not distort.
+ * onSend, and the client's end of answer; this process's CPU over the
+ * segments before, during and after the evaluator call. Then CPU per request
+ * by thread and GC pauses per path, which a crowded machine's waits do not
+ * distort.
  */
 import type { AddressInfo } from "node:net";
 import { Agent } from "node:http";
@@ -23,6 +25,13 @@ import { benchRequest, forkClient, systemOnePoster } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
 const N = Number(process.env["BENCH_REQUESTS"] ?? 200);
+/**
+ * This process's CPU: exact at any moment (getrusage counts the running thread up to now, where
+ * schedstat is only updated when a thread is switched out). Outside the evaluator's decodes only the
+ * main thread and V8's helpers run, so a segment outside them is the server's own work.
+ */
+const cpuNow = () => process.cpuUsage();
+const cpuAt: Record<string, NodeJS.CpuUsage> = {};
 const now = () => process.hrtime.bigint();
 const ms = (a: bigint, b: bigint) => Number(b - a) / 1e6;
 
@@ -41,10 +50,12 @@ const timed = new Proxy(router, {
     if (property === "evaluate") {
       return async (...args: Parameters<ModelSet["evaluate"]>) => {
         mark["evaluate"] = now();
+        cpuAt["evaluate"] = cpuNow();
         try {
           return await target.evaluate(...args);
         } finally {
           mark["evaluated"] = now();
+          cpuAt["evaluated"] = cpuNow();
         }
       };
     }
@@ -70,7 +81,11 @@ await app.listen({ host: "127.0.0.1", port: 0 });
 const port = (app.server.address() as AddressInfo).port;
 app.server.prependListener("request", (_req, res) => {
   mark["arrive"] = now();
-  res.once("finish", () => (mark["finish"] = now()));
+  cpuAt["arrive"] = cpuNow();
+  res.once("finish", () => {
+    mark["finish"] = now();
+    cpuAt["finish"] = cpuNow();
+  });
 });
 const client = await forkClient();
 const inProcess = systemOnePoster(port, new Agent({ keepAlive: true, maxSockets: 32 }));
@@ -83,6 +98,12 @@ for (let i = 0; i < 20; i++) {
 
 const rows = new Map<string, number[]>();
 const row = (name: string, value: number) => rows.set(name, [...(rows.get(name) ?? []), value]);
+const cpuRow = (name: string, from: NodeJS.CpuUsage | undefined, to: NodeJS.CpuUsage | undefined) => {
+  if (!from || !to) return;
+  // getrusage's total is exact; its user/system split is sampled at ticks, so only the total is shown.
+  row(`${name} (CPU µs)`, to.user + to.system - from.user - from.system);
+};
+
 const cpu = { direct: new CpuTally(), http: new CpuTally() };
 const gcs = { direct: { count: 0, ms: 0 }, http: { count: 0, ms: 0 } };
 let gcPath: "direct" | "http" | undefined;
@@ -103,8 +124,10 @@ const direct = async (i: number) => {
   const stop = cpu.direct.start();
   gcPath = "direct";
   const t = now();
+  const c = cpuNow();
   await router.evaluate(body);
   row("direct", ms(t, now()));
+  cpuRow("direct: evaluate", c, cpuNow());
   gcPath = undefined;
   stop();
 };
@@ -127,6 +150,9 @@ const http = async (i: number) => {
   row("  evaluate -> onSend (serialise)", ms(m.evaluated, m.send));
   row("  onSend -> client has the answer", ms(m.send, posted.received));
   row("  onSend -> response finished (server side)", ms(m.send, m.finish));
+  cpuRow("  request event -> evaluate, incl. tokenize", cpuAt["arrive"], cpuAt["evaluate"]);
+  cpuRow("  evaluate", cpuAt["evaluate"], cpuAt["evaluated"]);
+  cpuRow("  evaluated -> response finished", cpuAt["evaluated"], cpuAt["finish"]);
 };
 const local = async (i: number) => {
   const t = now();
