@@ -2,16 +2,18 @@
  * Where the server's added latency goes: `npx tsx bench/server-breakdown.ts`.
  * Not a `*.bench.ts` (it prints a breakdown, not a ratio). CPU time per call
  * (process.cpuUsage, so a crowded machine's waits do not count), median of
- * rounds: each stage of a POST /v1/systemone alone, then whole HTTP round
- * trips (client and server in this process, keep-alive node:http client)
- * against a bare node:http server, a bare fastify route, and the app with an
- * evaluator that answers at once, log level silent and info.
+ * rounds: each stage of a POST /v1/systemone alone. Then whole HTTP round
+ * trips, the keep-alive node:http client in a child process, against a bare
+ * node:http server, a bare fastify route, and the app with an evaluator that
+ * answers at once (log level silent and info): wall time added and this
+ * process's CPU, with handlers that answer at once and handlers that first
+ * wait as long as the engine takes.
  */
 import { randomUUID } from "node:crypto";
-import { Agent, createServer } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
-import Fastify from "fastify";
+import Fastify, { type FastifyInstance } from "fastify";
 import { parseJsonBody } from "../src/api/json.js";
 import type { SystemOneRequest } from "../src/api/schema.js";
 import { validateRequest } from "../src/api/validate.js";
@@ -20,10 +22,12 @@ import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { ServerMetrics } from "../src/server/metrics.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
+import { AccountStore, hashKey } from "../src/server/accounts.js";
 import { KEYS, testAccounts } from "../test/server/helpers.js";
 import { answer, FakeEvaluator } from "../test/support/fake-evaluator.js";
 import { median } from "./harness.js";
-import { systemOnePoster } from "./http-client.js";
+import { forkClient } from "./http-client.js";
+import { CpuTally } from "./server-cpu.js";
 
 const ROUNDS = 7;
 const requests: SystemOneRequest[] = Array.from({ length: 8 }, (_, i) => ({
@@ -92,26 +96,46 @@ const stages: [string, () => unknown][] = [
 ];
 for (const [name, fn] of stages) rows.push([name, await cpuMicros(fn, 5000)]);
 
-const agent = new Agent({ keepAlive: true, maxSockets: 32 });
-const poster = (port: number) => systemOnePoster(port, agent);
+for (const [name, micros] of rows) console.log(`  ${name.padEnd(50)} ${micros.toFixed(1).padStart(8)} µs CPU`);
+
+// Round trips, the client in a child process. Each server's handler first waits `wait` ms (0, or about
+// what the engine takes): after a wait the server's code and data have left the caches, as they do
+// while the engine decodes, and its costs are those an engine-backed request pays.
 const fixed = JSON.stringify(response);
+const pause = (ms: number) => (ms > 0 ? new Promise<void>((resolve) => setTimeout(resolve, ms)) : Promise.resolve());
+let wait = 0;
 const bare = createServer((req, res) => {
   let text = "";
   req.on("data", (c: Buffer) => (text += c.toString()));
   req.on("end", () => {
     JSON.parse(text);
-    res.writeHead(200, { "content-type": "application/json" }).end(fixed);
+    void pause(wait).then(() => res.writeHead(200, { "content-type": "application/json" }).end(fixed));
   });
 });
 await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
 const fastify = Fastify();
-fastify.post("/v1/systemone", async () => JSON.parse(fixed) as unknown);
+fastify.post("/v1/systemone", async () => {
+  await pause(wait);
+  return JSON.parse(fixed) as unknown;
+});
 await fastify.listen({ host: "127.0.0.1", port: 0 });
-const apps = [];
+// Limits far above the round trips' pace: the limiter still admits and settles every request.
+const sha256 = hashKey(KEYS.all);
+const unlimited = new AccountStore({
+  accounts: [
+    {
+      name: "acme",
+      models: ["*"],
+      keys: [{ id: sha256.slice(0, 12), sha256, created: "2026-11-21T00:00:00Z" }],
+      limits: { requests_per_minute: 1e9, tokens_per_second: 1e12 },
+    },
+  ],
+});
+const apps: FastifyInstance[] = [];
 for (const level of ["silent", "info"] as const) {
   const app = buildServer({
-    evaluator: new ModelRouter([{ names: ["tiny"], evaluator: new FakeEvaluator() }]),
-    accounts,
+    evaluator: new ModelRouter([{ names: ["tiny"], evaluator: new FakeEvaluator(async (r) => pause(wait).then(() => answer(r))) }]),
+    accounts: unlimited,
     logger: createLogger({ level, destination: sink }),
     limiter: new RateLimiter(),
     maxQueue: 1000,
@@ -119,20 +143,40 @@ for (const level of ["silent", "info"] as const) {
   await app.listen({ host: "127.0.0.1", port: 0 });
   apps.push(app);
 }
+const portOf = (server: { address(): AddressInfo | string | null }) => (server.address() as AddressInfo).port;
+const [silentApp, infoApp] = apps as [FastifyInstance, FastifyInstance];
 const trips: [string, number][] = [
-  ["round trip: bare node:http server", (bare.address() as AddressInfo).port],
-  ["round trip: bare fastify route", (fastify.server.address() as AddressInfo).port],
-  ["round trip: the app, log silent", (apps[0]!.server.address() as AddressInfo).port],
-  ["round trip: the app, log info", (apps[1]!.server.address() as AddressInfo).port],
+  ["bare node:http server", portOf(bare)],
+  ["bare fastify route", portOf(fastify.server)],
+  ["the app, log silent", portOf(silentApp.server)],
+  ["the app, log info", portOf(infoApp.server)],
 ];
+const client = await forkClient();
+const WAIT_MS = 7;
+console.log(
+  `\nRound trips, client in a child process: p50 wall added over the handler's wait, and this process's CPU per request (incl. its IPC with the client)`,
+);
+console.log(`  ${"".padEnd(26)} ${"no wait".padStart(26)} ${`after a ${WAIT_MS} ms wait`.padStart(26)}`);
 for (const [name, port] of trips) {
-  const post = poster(port);
-  let i = 0;
-  // 7 rounds of 150 stay under the test account's 1,200 requests per minute.
-  rows.push([name, await cpuMicros(() => post(requests[i++ % 8] as SystemOneRequest), 150)]);
+  const cells: string[] = [];
+  for (const ms of [0, WAIT_MS]) {
+    wait = ms;
+    const calls = ms ? 200 : 1000;
+    for (let i = 0; i < 50; i++) await client.post(port, requests[i % 8] as SystemOneRequest);
+    const tally = new CpuTally();
+    const added: number[] = [];
+    const stop = tally.start();
+    for (let i = 0; i < calls; i++) {
+      const posted = await client.post(port, requests[i % 8] as SystemOneRequest);
+      added.push(posted.ms - ms);
+    }
+    stop();
+    const cpu = tally.perCall(calls);
+    cells.push(`${median(added).toFixed(3)} ms, ${(cpu.main + cpu.others).toFixed(0)} µs CPU`.padStart(26));
+  }
+  console.log(`  ${name.padEnd(26)} ${cells.join(" ")}`);
 }
-agent.destroy();
+client.close();
 bare.close();
 await fastify.close();
 for (const app of apps) await app.close();
-for (const [name, micros] of rows) console.log(`  ${name.padEnd(50)} ${micros.toFixed(1).padStart(8)} µs CPU`);
