@@ -4,6 +4,12 @@
  * where a file belongs, a host that does not answer, a file that is not a
  * model. Callers choose the exit code (the same EACCES is a bad invocation
  * before a run starts and a storage failure in the middle of one).
+ *
+ * Also the one classifier of those errors by kind: a network failure (the
+ * store, an endpoint or a download host did not answer: worth retrying) or a
+ * file system refusing (the user's path before a run, the disk's failure
+ * during one). S3 retries, the run's storage verdict and the check stage all
+ * ask it.
  */
 
 interface SystemError extends Error {
@@ -34,6 +40,7 @@ const BY_CODE: Record<string, (e: SystemError) => string> = {
   EISDIR: (e) => `${where(e)} is a directory where a file is expected: name a file`,
   ENOTDIR: (e) => `a part of ${where(e)} is a file where a directory is expected`,
   ENOENT: (e) => `no such file or directory: ${where(e)}`,
+  EIO: (e) => `input/output error${e.path ? ` on ${e.path}` : ""}: the disk or its file system failed`,
   EEXIST: (e) => `${where(e)} already exists`,
   EMFILE: () => "too many open files: raise the limit (ulimit -n) or lower --concurrency",
   ECONNREFUSED: (e) => `connection refused by ${where(e)}: is the server running?`,
@@ -44,6 +51,42 @@ const BY_CODE: Record<string, (e: SystemError) => string> = {
   EHOSTUNREACH: (e) => `host unreachable: ${where(e)}`,
   ENETUNREACH: (e) => `network unreachable${where(e) ? ` for ${where(e)}` : ""}`,
 };
+
+/** Codes of a connection that failed: refused, reset, timed out, no route, no such host (yet). */
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
+/** Codes of a file system that refused a path or a write, or failed. */
+const FILE_SYSTEM_CODES = new Set(["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO", "EISDIR", "ENOTDIR", "ENOENT", "EEXIST"]);
+
+export type SystemErrorKind = "network" | "file-system";
+
+/** The operating-system code of an error, or of the error it wraps (fetch and the AWS SDK wrap the socket's). */
+export function systemCode(error: unknown): string | undefined {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as SystemError).code;
+    if (typeof code === "string" && (NETWORK_CODES.has(code) || FILE_SYSTEM_CODES.has(code))) return code;
+  }
+  return undefined;
+}
+
+/** Whether an error is a connection failing (worth retrying) or a file system refusing; undefined for anything else. */
+export function systemErrorKind(error: unknown): SystemErrorKind | undefined {
+  const code = systemCode(error);
+  if (code === undefined) return undefined;
+  return NETWORK_CODES.has(code) ? "network" : "file-system";
+}
 
 /** Library errors known by name (node-llama-cpp's model loader among them). */
 const BY_NAME: Record<string, (e: Error) => string> = {

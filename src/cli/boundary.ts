@@ -10,9 +10,11 @@
  *   that is not GGUF): a problem with what was named, exit 2;
  * - a store that failed past its retries (`StorageError`: S3 down, a disk
  *   full) or a lock taken over (`LockLostError`): their verdicts' codes, 9 and 8;
+ * - a remote host that does not answer (`UpstreamUnavailableError`: an
+ *   endpoint, a model download host): the resumable "aborted" code, 3;
  * - anything else: a bug, exit 70.
  */
-import { InvocationError } from "../api/errors.js";
+import { InvocationError, UpstreamUnavailableError } from "../api/errors.js";
 import { EXIT, type ExitCode } from "../api/exit-codes.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { createLogger } from "../logging/logger.js";
@@ -40,6 +42,7 @@ export function endingOf(error: unknown): Ending {
   }
   if (error instanceof StorageError) return { code: VERDICTS["storage-unavailable"].exit(), text: `typed-eval: ${error.message}` };
   if (error instanceof LockLostError) return { code: VERDICTS["lock-lost"].exit(), text: `typed-eval: ${error.message}` };
+  if (error instanceof UpstreamUnavailableError) return { code: VERDICTS.aborted.exit(), text: `typed-eval: ${error.message}` };
   const system = describeSystemError(error);
   if (system !== undefined) return { code: EXIT.usage, text: `typed-eval: ${system}` };
   const message = error instanceof Error ? error.message : String(error);

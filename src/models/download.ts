@@ -9,7 +9,8 @@ import { dirname } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ModelEntry } from "./registry.js";
-import { InvocationError } from "../api/errors.js";
+import { InvocationError, UpstreamUnavailableError } from "../api/errors.js";
+import { systemErrorKind } from "../api/system-errors.js";
 
 export type Progress = (received: number, total: number | undefined) => void;
 
@@ -24,6 +25,19 @@ export function downloadUrl(uri: string): string {
 export class DownloadError extends InvocationError {
   override name = "DownloadError";
 }
+
+/**
+ * The download host did not answer (refused, unreachable, reset, 5xx): not
+ * the invocation's fault, so not exit 2. It is the resumable "endpoint
+ * unavailable" verdict (exit 3) a scheduler retries; the partial file is
+ * kept and the next pull resumes it.
+ */
+export class DownloadUnavailableError extends UpstreamUnavailableError {
+  override name = "DownloadUnavailableError";
+}
+
+const OFFLINE_HINT = (dest: string) =>
+  `Offline? Copy the file to ${dest}, or pass --model-path (or TYPED_EVAL_MODEL_PATH; make eval MODEL_PATH=...) to a local GGUF. Behind a mirror? Set HF_ENDPOINT.`;
 
 async function hashFile(path: string, hash = createHash("sha256")): Promise<ReturnType<typeof createHash>> {
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
@@ -88,15 +102,17 @@ export async function pullModel(entry: ModelEntry, dest: string, options: PullOp
   try {
     response = await fetch(url, { headers, redirect: "follow", ...(options.signal ? { signal: options.signal } : {}) });
   } catch (error) {
-    throw new DownloadError(
-      `cannot reach ${url}: ${(error as Error).message}. Offline? Copy the file to ${dest}, or pass --model-path (or TYPED_EVAL_MODEL_PATH; make eval MODEL_PATH=...) to a local GGUF. Behind a mirror? Set HF_ENDPOINT.`,
-    );
+    const why = (error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message;
+    throw new DownloadUnavailableError(`cannot reach ${url}: ${why}. Rerun once it answers. ${OFFLINE_HINT(dest)}`, { cause: error, unreachable: true });
   }
   if (response.status === 416 || (have > 0 && response.status === 200)) {
     // The server ignored or refused the range: start over.
     rmSync(partial, { force: true });
     have = 0;
     if (response.status === 416) return pullModel(entry, dest, options);
+  }
+  if (response.status >= 500 || response.status === 408 || response.status === 429) {
+    throw new DownloadUnavailableError(`download of ${url} failed: HTTP ${response.status} ${response.statusText}; rerun later. ${OFFLINE_HINT(dest)}`);
   }
   if (!response.ok || !response.body) {
     throw new DownloadError(`download of ${url} failed: HTTP ${response.status} ${response.statusText}`);
@@ -112,7 +128,15 @@ export async function pullModel(entry: ModelEntry, dest: string, options: PullOp
     received += chunk.length;
     options.onProgress?.(received, total);
   });
-  await pipeline(body, createWriteStream(partial, { flags: have > 0 ? "a" : "w" }));
+  try {
+    await pipeline(body, createWriteStream(partial, { flags: have > 0 ? "a" : "w" }));
+  } catch (error) {
+    // The connection dropped mid-file: what arrived is kept, and the next pull resumes from it.
+    if (systemErrorKind(error) === "network") {
+      throw new DownloadUnavailableError(`the download of ${url} was cut at ${received} bytes; rerun to resume it`, { cause: error });
+    }
+    throw error;
+  }
   const digest = hash.digest("hex");
   if (digest !== source.sha256) {
     rmSync(partial, { force: true });

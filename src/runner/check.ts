@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { InvocationError, TypedEvalError } from "../api/errors.js";
-import { describeSystemError } from "../api/system-errors.js";
+import { describeSystemError, systemErrorKind } from "../api/system-errors.js";
 import { SourceError, type Source } from "./input/source.js";
 import { isS3 } from "./s3.js";
 import { isStorageFailure, StorageError, type Verdict } from "./verdict.js";
@@ -33,9 +33,7 @@ export function checkFailure(error: unknown): StageFailure {
   if (error instanceof StorageError) return { verdict: "storage-unavailable", reason: message };
   const system = describeSystemError(error);
   // A store that does not answer (S3 down, refused, reset) is resumable; a path the user named wrong is not.
-  const code = (error as { code?: string }).code;
-  const local = code !== undefined && /^E(NOSPC|DQUOT|ROFS|ACCES|PERM|ISDIR|NOTDIR|NOENT|EXIST)$/.test(code);
-  if (!local && isStorageFailure(error)) return { verdict: "storage-unavailable", reason: system ?? message };
+  if (systemErrorKind(error) !== "file-system" && isStorageFailure(error)) return { verdict: "storage-unavailable", reason: system ?? message };
   if (system) return { verdict: "bad-input", reason: system };
   return { verdict: "internal-error", reason: message };
 }

@@ -33,6 +33,7 @@ import { describeDuplicates } from "./output/duplicate-ids.js";
 import { Journal, type DoneIndex, type RunEntry } from "./state/journal.js";
 import { acquireLock, LockedError, type Lock } from "./state/lock.js";
 import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
+import { withStorageStop } from "./s3.js";
 import { isStorageFailure, LockLostError, type Verdict } from "./verdict.js";
 import type { Job } from "./job.js";
 import { parseShard } from "./input/records.js";
@@ -219,7 +220,22 @@ interface Checked {
 }
 
 /** Runs every stage in order; returns the verdict, having written the summaries for it. */
-export async function runLifecycle(request: RunRequest): Promise<RunEnd> {
+export function runLifecycle(request: RunRequest): Promise<RunEnd> {
+  // A stop ends the storage retries once the grace is over: a store that stays down cannot hold a stopped run.
+  return withStorageStop(afterGrace(request.stop, request.graceMs), () => runStages(request));
+}
+
+/** A signal that fires `graceMs` after `stop` does. */
+function afterGrace(stop: AbortSignal | undefined, graceMs: number): AbortSignal | undefined {
+  if (!stop) return undefined;
+  const late = new AbortController();
+  const arm = () => setTimeout(() => late.abort(), graceMs).unref();
+  if (stop.aborted) arm();
+  else stop.addEventListener("abort", arm, { once: true });
+  return late.signal;
+}
+
+async function runStages(request: RunRequest): Promise<RunEnd> {
   const logger = request.logger;
   const checked = await stage(logger, () => checkStage(request));
   if ("verdict" in checked) return endEarly(request, checked, undefined);

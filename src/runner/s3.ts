@@ -8,9 +8,11 @@
  * `AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`) points it at any
  * S3-compatible server, with path-style addressing.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { Readable } from "node:stream";
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
+import { systemErrorKind } from "../api/system-errors.js";
 import { SourceError } from "./input/source.js";
 import { StorageError } from "./verdict.js";
 
@@ -64,17 +66,6 @@ export function setStorageRetry(seconds: number): void {
   retryWindowMs = seconds * 1000;
 }
 
-const TRANSIENT_CODES = new Set([
-  "ECONNRESET",
-  "ECONNREFUSED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ECONNABORTED",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-  "UND_ERR_SOCKET",
-]);
 const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "RequestTimeoutException", "SlowDown", "InternalError", "ServiceUnavailable", "Throttling"]);
 
 function statusOf(error: unknown): number | undefined {
@@ -85,8 +76,7 @@ function statusOf(error: unknown): number | undefined {
 export function isTransient(error: unknown): boolean {
   const status = statusOf(error);
   if (status !== undefined && (status >= 500 || status === 408 || status === 429)) return true;
-  const e = error as { name?: string; code?: string; cause?: { code?: string } };
-  return TRANSIENT_NAMES.has(e.name ?? "") || TRANSIENT_CODES.has(e.code ?? "") || TRANSIENT_CODES.has(e.cause?.code ?? "");
+  return TRANSIENT_NAMES.has((error as { name?: string }).name ?? "") || systemErrorKind(error) === "network";
 }
 
 /** Whether the store refused this client (401, 403): retrying will not help, fixing credentials or policy will. */
@@ -105,10 +95,39 @@ export function describeS3Error(error: unknown): string {
 }
 
 /**
+ * The signal that ends a run's storage retries: the run's stop (SIGTERM)
+ * once its grace is over. Ambient rather than passed, because every S3 call
+ * of the run (the input, the journal's shipments on their timer, the lock,
+ * the uploads, the summaries) retries through `storageCall`, and each must
+ * give up when the run is told to stop: a store that stays down must not
+ * hold a stopped run past its grace.
+ */
+const runStop = new AsyncLocalStorage<AbortSignal>();
+
+/** Runs `work` with `stop` ending every storage retry started within it (timers started there included). */
+export function withStorageStop<T>(stop: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+  return stop ? runStop.run(stop, work) : work();
+}
+
+/** Waits out a storage backoff, or throws a `StorageError` at once when the run is stopped meanwhile. */
+async function backoff(wait: number, what: string, location: string, error: unknown, signal: AbortSignal | undefined): Promise<void> {
+  const stop = signal ?? runStop.getStore();
+  const stopped = () =>
+    new StorageError(`${what} ${location}: the run was stopped while the store was failing (${describeS3Error(error)})`, location, { cause: error });
+  if (stop?.aborted) throw stopped();
+  try {
+    await sleep(wait, stop);
+  } catch {
+    throw stopped();
+  }
+}
+
+/**
  * Every S3 call of a run goes through here: transient failures are retried
  * with jittered backoff for the storage retry window (120 s by default), then
  * end as a `StorageError` (the resumable storage verdict), as does a refusal
- * (403). Other errors (a missing key, a failed precondition) are the caller's.
+ * (403) and a stop of the run (`withStorageStop`). Other errors (a missing
+ * key, a failed precondition) are the caller's.
  */
 export async function storageCall<T>(what: string, location: string, op: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   const deadline = Date.now() + retryWindowMs;
@@ -125,7 +144,7 @@ export async function storageCall<T>(what: string, location: string, op: () => P
           cause: error,
         });
       }
-      await sleep(wait, signal);
+      await backoff(wait, what, location, error, signal);
     }
   }
 }
@@ -188,7 +207,7 @@ export async function* objectBytes(client: S3Client, bucket: string, key: string
           cause: error,
         });
       }
-      await sleep(backoffMs(attempt++, STORAGE_BACKOFF));
+      await backoff(backoffMs(attempt++, STORAGE_BACKOFF), "reading", location, error, undefined);
     } finally {
       body.destroy();
     }

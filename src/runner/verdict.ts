@@ -5,6 +5,7 @@
  * (The lifecycle in run.ts maps stage failures onto this table.)
  */
 import { EXIT, type ExitCode } from "../api/exit-codes.js";
+import { systemErrorKind } from "../api/system-errors.js";
 
 export type Verdict =
   | "done"
@@ -81,17 +82,12 @@ export class LockLostError extends Error {
 /** The stages of a run, in order; a verdict names the stage it came from. */
 export type Stage = "check" | "lock" | "journal" | "answer" | "write" | "release";
 
-/** Error codes of a file system that refused a write or ran out of room: mid-run, a storage failure. */
-const STORAGE_CODES = new Set(["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO", "EISDIR", "ENOTDIR", "ENOENT"]);
-/** Network error codes an S3 store fails with. */
-const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
-
 /** Whether an error is a store (the disk, S3) failing, rather than a bug or a bad invocation. */
 export function isStorageFailure(error: unknown): boolean {
   if (error instanceof StorageError) return true;
   if (!(error instanceof Error)) return false;
-  const e = error as Error & { code?: string; $metadata?: { httpStatusCode?: number } };
-  if (e.code !== undefined && (STORAGE_CODES.has(e.code) || NETWORK_CODES.has(e.code))) return true;
+  if (systemErrorKind(error) !== undefined) return true;
+  const e = error as Error & { $metadata?: { httpStatusCode?: number } };
   // The AWS SDK's service errors carry the HTTP status: 5xx is the store failing; a 403 mid-run, its permission changing.
   const status = e.$metadata?.httpStatusCode;
   if (status !== undefined && (status >= 500 || status === 403)) return true;

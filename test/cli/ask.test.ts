@@ -61,9 +61,9 @@ describe("typed-eval ask", () => {
     expect(stderr).toMatch(/unknown model "nope"; known: .*default/);
   });
 
-  it("exits 2 with what to do when the model is missing and cannot be downloaded", () => {
+  it("exits 3 (resumable: the download host is down, not the invocation wrong) with what to do when the model is missing and cannot be downloaded", () => {
     const { code, stderr } = run(["ask", "-q", EXAMPLE], "state", { HF_ENDPOINT: "http://127.0.0.1:9" });
-    expect(code).toBe(2);
+    expect(code).toBe(3);
     expect(stderr).toMatch(/cannot reach .*--model-path/);
   });
 });

@@ -189,12 +189,12 @@ describe("models and model files", () => {
     );
   });
 
-  it("models list with a registry that is a directory; models pull from a host that refuses", async () => {
+  it("models list with a registry that is a directory (exit 2); models pull from a host that refuses (resumable: exit 3)", async () => {
     expectOneLine(await inProcess(["models", "list", "--models-file", aDirectory]), EXIT.usage, /cannot read model registry .*a-directory: EISDIR/);
     const port = await closedPort();
     expectOneLine(
       await runInProcess(["models", "pull", "--models-dir", join(dir, "models")], { HF_ENDPOINT: `http://127.0.0.1:${port}` }),
-      EXIT.usage,
+      EXIT.aborted,
       new RegExp(`^typed-eval: cannot reach http://127\\.0\\.0\\.1:${port}/.*Offline\\?`),
     );
   });

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { downloadUrl, pullModel } from "../../src/models/download.js";
+import { DownloadError, DownloadUnavailableError, downloadUrl, pullModel } from "../../src/models/download.js";
 import type { ModelEntry } from "../../src/models/registry.js";
 
 const payload = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 7919) % 256));
@@ -88,5 +88,8 @@ describe("pullModel", () => {
     await expect(pullModel(entry("missing.gguf"), dest)).rejects.toThrow(/HTTP 404/);
     const offline = { ...entry("x.gguf"), source: { uri: "http://127.0.0.1:9/x.gguf", sha256: sha } };
     await expect(pullModel(offline, dest)).rejects.toThrow(/cannot reach .*--model-path/);
+    // A host that does not answer is not the invocation's fault: the resumable error, not a DownloadError (exit 2).
+    await expect(pullModel(offline, dest)).rejects.toBeInstanceOf(DownloadUnavailableError);
+    await expect(pullModel(entry("missing.gguf"), dest)).rejects.toBeInstanceOf(DownloadError);
   });
 });

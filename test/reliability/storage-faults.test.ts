@@ -2,13 +2,10 @@
  * The storage half of the fault matrix: a real S3-compatible server (s3rver)
  * behind a fault-injecting proxy (503s, resets, 403s from a given moment or
  * for given keys), a real filesystem, the compiled CLI. Each case asserts the
- * exit code, no stack trace, what is left behind, and that the rerun ends
- * with every id exactly once and at most the documented bound paid twice.
- * The fencing case (SIGSTOP past the S3 lock's expiry) runs with SOAK=1.
- *
- * TODO(lifecycle): once run.ts maps StorageError and LockLostError onto
- * verdicts, also assert `--summary-json`'s verdict: "storage-unavailable"
- * (exit 9) and "lock-lost" (exit 8); today those exits write no summary.
+ * exit code, no stack trace, the verdict of the `--summary-json` file, what
+ * is left behind, and that the rerun ends with every id exactly once and at
+ * most the documented bound paid twice. The fencing case (SIGSTOP past the
+ * S3 lock's expiry) runs with SOAK=1.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -116,8 +113,32 @@ function expectEachOnce(ids: string[], n: number): void {
   expect(new Set(ids).size).toBe(n);
 }
 
+/** Every run writes its `--summary-json` here, in its working directory (local even when the outputs go to S3). */
+const SUMMARY = "summary.json";
+
 function runArgs(input: string, output: string, extra: string[] = []): string[] {
-  return ["run", input, "--job", jobFile(), "-o", output, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "4", ...extra];
+  return [
+    "run",
+    input,
+    "--job",
+    jobFile(),
+    "-o",
+    output,
+    "--base-url",
+    upstream.url,
+    "--rpm",
+    "1e6",
+    "--concurrency",
+    "4",
+    "--summary-json",
+    SUMMARY,
+    ...extra,
+  ];
+}
+
+/** The verdict the last run in `cwd` wrote to its `--summary-json`. */
+function verdictIn(cwd: string): string {
+  return (JSON.parse(readFileSync(join(cwd, SUMMARY), "utf8")) as { verdict: string }).verdict;
 }
 
 /** A pid that was alive a moment ago on this host and is not any more. */
@@ -150,6 +171,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       expect(first.stderr).toMatch(/stopped: storage unavailable/);
       expect(first.stderr).toMatch(/Finished records are kept in \.typed-eval\/journal-/);
       expect(first.code).toBe(9);
+      expect(verdictIn(cwd)).toBe("storage-unavailable");
       const sentFirst = requests;
       expect(sentFirst).toBeLessThan(n);
       // The store is back: the rerun on this machine resumes from the local copy, ahead of S3.
@@ -157,6 +179,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       const second = await runCli(args, { cwd, env: env() });
       expect(second.stderr).not.toMatch(STACK);
       expect(second.code).toBe(0);
+      expect(verdictIn(cwd)).toBe("done");
       expectEachOnce(idsOf(await get(`out/${name}.jsonl`)), n);
       // Paid twice: at most the 4 requests in flight when the first run stopped.
       expect(paidTwice()).toBeLessThanOrEqual(4);
@@ -185,16 +208,58 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
     expect(kept).toBe(".typed-eval/outputs/data/out/c403.jsonl");
     expectEachOnce(idsOf(readFileSync(join(cwd, kept!), "utf8")), n);
     expect(first.code).toBe(9);
+    expect(verdictIn(cwd)).toBe("storage-unavailable");
     expect(requests).toBe(n);
     proxy.faults([]);
     const second = await runCli(args, { cwd, env: env() });
     expect(second.stderr).not.toMatch(STACK);
     expect(second.code).toBe(0);
+    expect(verdictIn(cwd)).toBe("done");
     expect(requests).toBe(n);
     expect(paidTwice()).toBe(0);
     expectEachOnce(idsOf(await get("out/c403.jsonl")), n);
     expect(existsSync(join(cwd, kept!))).toBe(false);
     console.log(`matrix: final upload 403: exit ${first.code}, rerun exit ${second.code}, paid twice ${paidTwice()}`);
+  }, 120_000);
+
+  it("SIGTERM during an S3 outage: the run stops within its grace (not the storage retry window), resumable, its summary written", async () => {
+    reset();
+    const n = 200;
+    await put("in/term.jsonl", lines("t", n));
+    const cwd = join(dir, "term");
+    mkdirSync(cwd, { recursive: true });
+    // Retries that would outlast the test by far: only the stop may end them.
+    const args = runArgs("s3://data/in/term.jsonl", "s3://data/out/term.jsonl", ["--journal-flush", "0.2", "--storage-retry", "300", "--grace", "2"]);
+    delayMs = 50;
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: env(), stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    let signalled = 0;
+    onRequest = (count) => {
+      if (count === 40) proxy.faults([{ status: 503 }]);
+      if (count === 60) {
+        signalled = Date.now();
+        child.kill("SIGTERM");
+      }
+    };
+    const code = await exited;
+    const stoppedAfter = Date.now() - signalled;
+    expect(signalled).toBeGreaterThan(0);
+    expect(stderr).not.toMatch(STACK);
+    expect(code).toBe(143);
+    expect(verdictIn(cwd)).toBe("stopped");
+    // The grace (2 s) and the records in flight, not the 300 s of storage retries.
+    expect(stoppedAfter).toBeLessThan(20_000);
+    proxy.faults([]);
+    onRequest = () => undefined;
+    const second = await runCli(args, { cwd, env: env() });
+    expect(second.stderr).not.toMatch(STACK);
+    expect(second.code).toBe(0);
+    expect(verdictIn(cwd)).toBe("done");
+    expectEachOnce(idsOf(await get("out/term.jsonl")), n);
+    expect(paidTwice()).toBeLessThanOrEqual(4);
+    console.log(`matrix: SIGTERM during an S3 outage: exit ${code} after ${stoppedAfter} ms, rerun exit ${second.code}, paid twice ${paidTwice()}`);
   }, 120_000);
 
   it("an unreachable S3 input at start is the resumable storage exit (9), not a usage error, and leaves no lock", async () => {
@@ -208,6 +273,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
     expect(r.stderr).not.toMatch(STACK);
     expect(r.stderr).toMatch(/stopped: storage unavailable: reading s3:\/\/data\/in\/none\.jsonl: the store kept failing for 1 s \(ECONNREFUSED/);
     expect(r.code).toBe(9);
+    expect(verdictIn(cwd)).toBe("storage-unavailable");
     expect(existsSync(join(cwd, "out.jsonl.journal.lock"))).toBe(false);
     expect(requests).toBe(0);
   }, 60_000);
@@ -229,6 +295,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       expect(live.stderr).not.toMatch(STACK);
       expect(live.stderr).toContain(`its lock expires at ${new Date(beat.getTime() + 60_000).toISOString()}`);
       expect(live.code).toBe(7);
+      expect(verdictIn(join(dir, "live"))).toBe("locked");
       expect(requests).toBe(0);
       const old = new Date(Date.now() - 120_000).toISOString();
       await lockAt("stale", { host: "elsewhere", pid: 1, started: old, nonce: "x", heartbeat: old });
@@ -266,6 +333,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       const refused = await live.run();
       expect(refused.stderr).not.toMatch(STACK);
       expect(refused.code).toBe(7);
+      expect(verdictIn(live.cwd)).toBe("locked");
       expect(requests).toBe(0);
       const dead = localRun("local-dead", 5);
       writeFileSync(join(dead.cwd, "out.jsonl.journal.lock"), JSON.stringify({ host: hostname(), pid: deadPid(), started: new Date().toISOString() }));
@@ -285,6 +353,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
         { cwd, env: env() },
       );
       expect(failed.code).toBe(3);
+      expect(verdictIn(cwd)).toBe("aborted");
       const real = await runCli(runArgs("in.jsonl", "out.jsonl"), { cwd, env: env() });
       expect(real.stderr).not.toMatch(/holds the records of/);
       expect(real.code).toBe(0);
@@ -322,6 +391,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       expect(stderrA).not.toMatch(STACK);
       expect(stderrA).toMatch(/stalled past its lock's expiry|took the lock .* over/);
       expect(codeA).toBe(8);
+      expect(verdictIn(a)).toBe("lock-lost");
       // The paused run sent nothing after it resumed, and did not overwrite the output.
       expect(requests).toBe(afterB);
       expect(await get("out/fence.jsonl")).toBe(outputB);

@@ -19,6 +19,7 @@ import { type OpenJournal, type RunRequest, runLifecycle } from "../../src/runne
 import { Journal } from "../../src/runner/state/journal.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
 import { VERDICTS } from "../../src/runner/verdict.js";
+import { runInProcess } from "../support/cli.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-lifecycle-"));
@@ -274,5 +275,19 @@ describe("run lifecycle verdicts", () => {
     expect(end.verdict).toBe("all-failed");
     expect(end.reason).toMatch(/all 2 records failed for the same reason/);
     expect(summaryOf(output).reason).toMatch(/same reason/);
+  });
+
+  it("aborted (exit 3, resumable) when the model's download host does not answer: a scheduler retries it; the summary says so", async () => {
+    const data = input("k", 3);
+    const output = join(dir, "k.out.jsonl");
+    const r = await runInProcess(["run", data, "--job", jobFile, "-o", output, "--summary-json", `${output}.summary.json`], {
+      TYPED_EVAL_MODELS_DIR: mkdtempSync(join(tmpdir(), "te-no-models-")),
+      HF_ENDPOINT: "http://127.0.0.1:9",
+      TYPED_EVAL_LOG_LEVEL: "silent",
+    });
+    expect(r.stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:9\/.*Rerun once it answers/);
+    expect(r.code).toBe(VERDICTS.aborted.exit());
+    expect(summaryOf(output).verdict).toBe("aborted");
+    expect(existsSync(`${output}.journal.lock`)).toBe(false);
   });
 });

@@ -1,7 +1,8 @@
 /** The one storage retry policy: what is retried, for how long, and what ends as the storage verdict. */
 import { afterEach, describe, expect, it } from "vitest";
-import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall } from "../../src/runner/s3.js";
-import { StorageError } from "../../src/runner/verdict.js";
+import { checkFailure } from "../../src/runner/check.js";
+import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, withStorageStop } from "../../src/runner/s3.js";
+import { isStorageFailure, StorageError } from "../../src/runner/verdict.js";
 
 const http = (status: number, name = "Error") => Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
 const net = (code: string) => Object.assign(new Error(code), { code });
@@ -14,6 +15,39 @@ describe("storage retries", () => {
       expect(isTransient(e)).toBe(true);
     for (const e of [http(403, "AccessDenied"), http(404, "NoSuchKey"), http(412, "PreconditionFailed"), new SyntaxError("x")])
       expect(isTransient(e)).toBe(false);
+  });
+
+  it("one classifier: a network failure, however wrapped, is retried by S3, a storage failure mid-run and resumable at the check; a file system's refusal is the user's at the check", () => {
+    const wrapped = (code: string) => new TypeError("fetch failed", { cause: new Error("socket", { cause: net(code) }) });
+    for (const e of [net("ECONNABORTED"), net("ENOTFOUND"), net("UND_ERR_SOCKET"), wrapped("ECONNRESET"), wrapped("EHOSTUNREACH")]) {
+      expect(isTransient(e)).toBe(true);
+      expect(isStorageFailure(e)).toBe(true);
+      expect(checkFailure(e).verdict).toBe("storage-unavailable");
+    }
+    for (const code of ["ENOSPC", "EACCES", "EROFS", "EISDIR", "EEXIST", "EIO"]) {
+      const e = Object.assign(new Error(code), { code, path: "/x/out.jsonl" });
+      expect(isTransient(e)).toBe(false);
+      expect(isStorageFailure(e)).toBe(true);
+      expect(checkFailure(e).verdict).toBe("bad-input");
+    }
+  });
+
+  it("a stop ends the retries at once, as a StorageError saying so", async () => {
+    const stop = new AbortController();
+    let calls = 0;
+    const started = Date.now();
+    const pending = withStorageStop(stop.signal, () =>
+      storageCall("shipping the journal to", "s3://b/j", async () => {
+        if (++calls === 2) setTimeout(() => stop.abort(), 10);
+        throw http(503, "ServiceUnavailable");
+      }),
+    ).catch((e: unknown) => e);
+    const error = await pending;
+    expect(error).toBeInstanceOf(StorageError);
+    expect((error as Error).message).toMatch(/^shipping the journal to s3:\/\/b\/j: the run was stopped while the store was failing \(HTTP 503/);
+    expect(calls).toBeLessThanOrEqual(3);
+    // Not the 120 s window.
+    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it("retries transient failures until one succeeds", async () => {
