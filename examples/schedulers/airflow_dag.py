@@ -1,4 +1,4 @@
-"""Nightly typed-eval job, sharded over 4 tasks, then a usage report.
+"""Nightly typed-eval job, sharded over 4 tasks, each followed by a drift gate.
 
 Two forms of the same job:
 
@@ -32,6 +32,14 @@ exponential backoff. 6 (no input tonight) skips. 1 (too many failed records),
 Output paths are partitioned by ``{{ ds }}``, so each night starts fresh and a
 rerun of the same night resumes.
 
+After each shard, a drift gate (``report --compare --fail-if``) sets the
+shard's labels beside last night's and fails the task (exit 4, not retried)
+when a DRIFT_GATE condition holds: whatever uses the labels runs downstream
+of the gates, so a drifted night stops there. Its HTML report goes to the
+worker's /var/lib/typed-eval (worker form) or stays in the pod, whose
+task log shows the shares and what moved. The first night has no last night: its gates fail naming
+the missing file; mark them successful by hand once the report is checked.
+
 Not run by CI: these machines have neither Airflow nor Kubernetes.
 test/examples/schedulers.test.ts runs both forms' command lines as written
 (``run_args`` below, with the pod's and the worker's additions) against a
@@ -55,6 +63,8 @@ from kubernetes.client import models as k8s
 SHARDS = 4
 RESUMABLE = {3, 9, 130, 143}
 NO_INPUT = 6
+GATE_FAILED = 4
+DRIFT_GATE = "team.psi>0.2,urgency.psi>0.2"
 IMAGE = "registry.example.com/typed-eval:0.1.0"
 BASE_URL = "https://api.example.com"
 DEFAULTS = {
@@ -86,12 +96,24 @@ def run_args(shard: int, ds: str) -> list[str]:
     ]
 
 
+# Tonight's labels of a shard beside last night's: exit 4 when they moved past DRIFT_GATE.
+def gate_args(shard: int, ds: str, prev_ds: str) -> list[str]:
+    return [
+        "report", f"s3://acme-support/answers/{ds}/part-{shard}.jsonl",
+        "--compare", f"s3://acme-support/answers/{prev_ds}/part-{shard}.jsonl",
+        "--fail-if", DRIFT_GATE,
+        "--output", f"drift-{ds}-part-{shard}.html",
+    ]
+
+
 def fail_by_exit_code(code: int, what: str) -> None:
     """Raise what Airflow should do for a typed-eval exit code (0 returns)."""
     if code == 0:
         return
     if code == NO_INPUT:
         raise AirflowSkipException(f"{what}: no input tonight (exit 6)")
+    if code == GATE_FAILED:
+        raise AirflowFailException(f"{what}: tonight's labels drifted past the gate (exit 4): see the report before using them")
     if code in RESUMABLE:
         raise AirflowException(f"{what}: exit {code}, resumable: retrying")
     raise AirflowFailException(f"{what}: exit {code}, retrying will not help (see the task log)")
@@ -132,6 +154,19 @@ with DAG(dag_id="typed_eval_triage_k8s", **NIGHTLY) as triage_k8s:
         )
         for i in range(1, SHARDS + 1)
     ]
+    # Reads answers only (S3 credentials as the shards have them): no key, no model.
+    gates = [
+        TypedEvalPod(
+            task_id=f"drift_gate_{i}_of_{SHARDS}",
+            name=f"typed-eval-gate-{i}",
+            image=IMAGE,
+            arguments=gate_args(i, "{{ ds }}", "{{ macros.ds_add(ds, -1) }}"),
+            container_resources=k8s.V1ResourceRequirements(requests={"cpu": "1", "memory": "512Mi"}, limits={"memory": "1Gi"}),
+        )
+        for i in range(1, SHARDS + 1)
+    ]
+    for shard_task, gate in zip(shards, gates):
+        shard_task >> gate
 
 
 def run_shard(shard: int, ds: str, **_context) -> dict:
@@ -149,13 +184,9 @@ def run_shard(shard: int, ds: str, **_context) -> dict:
         return json.load(f)  # the usage summary, pushed to XCom
 
 
-# DRIFT GATE (placeholder, not active): after the shards, compare tonight's
-# labels with last night's and fail the night when they moved too far, e.g.
-#   typed-eval report s3://acme-support/answers/{{ ds }}/part-1.jsonl \
-#     --compare s3://acme-support/answers/{{ prev_ds }}/part-1.jsonl --fail-if "<metric>> <bound>"
-# `report --compare ... --fail-if` is being built; add this task (downstream
-# of every shard) once it ships, with the exit code it documents mapped in
-# fail_by_exit_code.
+def gate_shard(shard: int, ds: str, prev_ds: str, **_context) -> None:
+    code = subprocess.call(["typed-eval", *gate_args(shard, ds, prev_ds)], cwd="/var/lib/typed-eval")
+    fail_by_exit_code(code, f"drift gate of shard {shard}/{SHARDS}")
 
 
 with DAG(dag_id="typed_eval_triage_bash", **NIGHTLY) as triage_bash:
@@ -163,3 +194,13 @@ with DAG(dag_id="typed_eval_triage_bash", **NIGHTLY) as triage_bash:
         PythonOperator(task_id=f"shard_{i}_of_{SHARDS}", python_callable=run_shard, op_kwargs={"shard": i, "ds": "{{ ds }}"})
         for i in range(1, SHARDS + 1)
     ]
+    gate_tasks = [
+        PythonOperator(
+            task_id=f"drift_gate_{i}_of_{SHARDS}",
+            python_callable=gate_shard,
+            op_kwargs={"shard": i, "ds": "{{ ds }}", "prev_ds": "{{ macros.ds_add(ds, -1) }}"},
+        )
+        for i in range(1, SHARDS + 1)
+    ]
+    for shard_task, gate in zip(shard_tasks, gate_tasks):
+        shard_task >> gate

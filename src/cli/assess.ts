@@ -31,7 +31,11 @@ export function jobQuestions(path: string | undefined): { questions: QuestionInf
 /** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
 function withGoldOptions<T>(y: Argv<T>) {
   return y
-    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet; JSONL and CSV optionally .gz)" })
+    .positional("answers", {
+      type: "string",
+      demandOption: true,
+      describe: "answers a run wrote (.jsonl, .csv or .parquet; JSONL and CSV optionally .gz): a path or s3://bucket/key",
+    })
     .option("gold", {
       type: "string",
       demandOption: true,

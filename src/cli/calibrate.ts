@@ -109,7 +109,7 @@ export function remoteFailure(error: TypedEvalError, where: string, keyEnv: stri
 
 function withCalibrateOptions<T>(y: Argv<T>) {
   return withModelOptions(y)
-    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet)" })
+    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet): a path or s3://bucket/key" })
     .option("gold", {
       type: "string",
       describe:

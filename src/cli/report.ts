@@ -1,4 +1,6 @@
+import { basename } from "node:path";
 import type { Argv, CommandModule } from "yargs";
+import { isS3 } from "../runner/s3.js";
 import type { ArgsOf } from "./args.js";
 import { applyGate, displayLabels, GATE_METRICS, reportConditions, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";
@@ -10,11 +12,11 @@ function withReportOptions<T>(y: Argv<T>) {
     .positional("answers", {
       type: "string",
       demandOption: true,
-      describe: "answers a run wrote (.jsonl, .csv or .parquet); its .errors.jsonl and .usage.json are read when beside it",
+      describe: "answers a run wrote (.jsonl, .csv or .parquet): a path or s3://bucket/key; its .errors.jsonl and .usage.json are read when beside it on disk",
     })
     .option("compare", { type: "string", describe: "an earlier run's answers: label shift (PSI, Jensen-Shannon), agreement, flipped records" })
     .option("job", { alias: "j", type: "string", describe: "the job file (option order and level texts)" })
-    .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html)" })
+    .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html; for s3:// answers, in this folder)" })
     .option("json", { type: "boolean", default: false, describe: "print the report's numbers as JSON" })
     .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
     .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" })
@@ -33,7 +35,8 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
     favourSize();
     // Read before the answers, so a misspelt gate costs no pass over a night's answers.
     const conditions = args["fail-if"] ? reportConditions(args["fail-if"], args.compare !== undefined) : [];
-    const output = args.output ?? `${args.answers}.report.html`;
+    // An S3 run's report lands in this folder by the answers' own name: reports are for reading, on this machine.
+    const output = args.output ?? `${isS3(args.answers) ? basename(args.answers) : args.answers}.report.html`;
     checkWritable(output, "--output");
     const { questions } = jobQuestions(args.job);
     const report = await runReport(args.answers, { questions, compare: args.compare, errors: args.errors, usage: args.usage, job: args.job });

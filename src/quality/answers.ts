@@ -9,7 +9,10 @@ import { findKind, kindOf, QUESTION_KINDS, type AnyKind, type ProbabilityField, 
 import { isObject } from "../questions/kind.js";
 import { valueAt } from "../runner/input/records.js";
 import { formatOf, openLocalSource, type InputFormat } from "../runner/input/sources.js";
+import { openS3Source } from "../runner/input/s3-source.js";
 import { SourceError, type Source } from "../runner/input/source.js";
+import { isS3 } from "../runner/s3.js";
+import { StorageError } from "../runner/verdict.js";
 import { InvocationError } from "../api/errors.js";
 
 export { infoOf, type QuestionInfo } from "../questions/index.js";
@@ -110,12 +113,20 @@ function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unk
   return r.kind.toDistribution(columns.map((column, i) => probability(get(column), where, whats[i])));
 }
 
-/** Opens a local answers or gold file; a missing or unreadable one is a one-line usage error. */
-function openFile(path: string, format: InputFormat, what: string): Source {
+/**
+ * Opens an answers or gold file, local or `s3://` (a night's answers usually
+ * live beside its run's S3 output). A missing or unreadable one is a one-line
+ * usage error; a store that stays down past its retries is a `StorageError`
+ * (exit 9: rerun once it is back).
+ */
+async function openFile(path: string, format: InputFormat, what: string): Promise<Source> {
   try {
-    return openLocalSource(path, format);
+    return isS3(path) ? await openS3Source(path, format) : openLocalSource(path, format);
   } catch (error) {
-    throw new QualityInputError(`cannot read ${what} ${path}: ${(error as Error).message}`);
+    if (error instanceof StorageError) throw error;
+    // An S3 source names the object itself ("cannot read s3://...: no such key"): say it once.
+    const message = (error as Error).message.replace(`cannot read ${path}: `, "");
+    throw new QualityInputError(`cannot read ${what} ${path}: ${message}`);
   }
 }
 
@@ -125,7 +136,7 @@ export async function readAnswers(
   options: { questions?: QuestionInfo[] | undefined; format?: InputFormat | undefined; onQuestions?: (q: QuestionInfo[]) => void },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
-  const source = openFile(path, format, "answers");
+  const source = await openFile(path, format, "answers");
   let questions = options.questions;
   let notify = options.onQuestions;
   async function* rows(): AsyncGenerator<AnswerRow> {
@@ -235,7 +246,7 @@ export async function readGold(
   options: { idField?: string | undefined; jobIdField?: string | undefined; format?: InputFormat | undefined },
 ): Promise<Gold> {
   const format = formatOf(path, options.format);
-  const source = openFile(path, format, "gold");
+  const source = await openFile(path, format, "gold");
   const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(1024 * questions.length), questions, ignored: [] };
   const problems: string[] = [];
   const problem = (message: string) => {

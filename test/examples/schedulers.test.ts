@@ -8,7 +8,7 @@
  * run here; the image's entrypoint and the pod's arguments are checked as text.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
@@ -27,8 +27,9 @@ const ROOT = join(import.meta.dirname, "../..");
 const EXAMPLES = join(ROOT, "examples/schedulers");
 const TICKETS = join(ROOT, "examples/data/tickets.jsonl");
 const BUCKET = "acme-support";
-// The night, as the crontab's `date +%F` computes it (local time).
+// The night, and the one before, as the crontab's `date +%F` computes them (local time).
 const day = execFileSync("date", ["+%F"], { encoding: "utf8" }).trim();
+const yesterday = execFileSync("date", ["-d", "yesterday", "+%F"], { encoding: "utf8" }).trim();
 
 let dir: string;
 let binDir: string;
@@ -75,6 +76,19 @@ function exec(file: string, args: string[], options: { env: Record<string, strin
   });
 }
 
+/** Last night's answers of a shard: tonight's as they are (no drift), or with every ticket sent to one team (drift). */
+async function putLastNight(part: string, drifted: boolean): Promise<void> {
+  const rows = await objectRows(`answers/${day}/${part}.jsonl`);
+  const teams = Object.keys((rows[0]?.answers["team"] as { probabilities: Record<string, number> }).probabilities);
+  const last = rows.map((row) => {
+    if (!drifted) return row;
+    const probabilities = Object.fromEntries(teams.map((t) => [t, t === "other" ? 1 : 0]));
+    return { ...row, answers: { ...row.answers, team: { type: "choice", choice: "other", probabilities, confidence: 1 } } };
+  });
+  const body = `${last.map((r) => JSON.stringify(r)).join("\n")}\n`;
+  await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `answers/${yesterday}/${part}.jsonl`, Body: body }));
+}
+
 async function objectRows(objectKey: string): Promise<{ id: string; answers: Record<string, unknown> }[]> {
   const object = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: objectKey }));
   const text = await object.Body?.transformToString();
@@ -94,15 +108,14 @@ describe("examples/schedulers/crontab", () => {
   const vars = Object.fromEntries(lines.flatMap((l) => (/^([A-Z_]+)=(.*)$/.exec(l) ? [[l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]] : [])));
   const jobs = lines.filter((l) => !/^[A-Z_]+=/.test(l));
 
-  it("has one job line, calls the installed typed-eval under flock -n, and reads the key from a file", () => {
+  it("has one job line: the installed typed-eval under flock -n with the key from a file, then the drift gate, then the marker", () => {
     expect(jobs).toHaveLength(1);
     expect(jobs[0]).toMatch(/TYPED_EVAL_API_KEY=\$\(cat \$KEY_FILE\) flock -n \S+ typed-eval run /);
+    expect(jobs[0]).toMatch(/>> \$LOG 2>&1 && typed-eval report \$ANSWERS --compare .* --fail-if "\$DRIFT_GATE" .* && touch \$STATE\/labels-ready-/);
     expect(vars["PATH"]).toMatch(/\/usr\/local\/bin/);
-    // The drift gate is a marked placeholder, not a line cron would run.
-    expect(text).toMatch(/# DRIFT GATE \(placeholder, not active\)/);
   });
 
-  it("the job line runs as written: every record of the night's shard answered into S3, nothing mailed, no notice in the log", async () => {
+  it("the job line runs as written: the night's shard answered into S3; the drift gate marks it ready only when last night is there and the labels did not move", async () => {
     // Cron runs the part after the five time fields with /bin/sh; `\%` is a literal %.
     const command = (jobs[0] as string).replace(/^(\S+\s+){5}/, "").replace(/\\%/g, "%");
     expect(command).not.toMatch(/(^|[^\\])%(?!F)/);
@@ -122,16 +135,36 @@ describe("examples/schedulers/crontab", () => {
       BASE_URL: api.url,
       LOG: join(state, "triage.log"),
     };
-    const r = await exec("/bin/sh", ["-c", command], { env, cwd: dir });
-    const log = readFileSync(join(state, "triage.log"), "utf8");
-    expect(r.stdout, log).toBe("");
+    const marker = join(state, `labels-ready-${day}-1-4`);
+    const cron = () => exec("/bin/sh", ["-c", command], { env, cwd: dir });
+    // The first night: answered, but no last night to compare with: mailed (stdout), not marked ready.
+    let r = await cron();
+    let log = readFileSync(join(state, "triage.log"), "utf8");
     expect(r.code).toBe(0);
+    expect(r.stdout, log).toMatch(new RegExp(`shard 1/4 on ${day}: exit 2, labels not marked ready`));
+    expect(log).toMatch(new RegExp(`cannot read answers s3://acme-support/answers/${yesterday}/part-1-4\\.jsonl: no such key`));
     expect(log).not.toMatch(/NodeVersionSupportWarning|\n\s+at /);
     expect(existsSync(join(state, "triage-1-4.flock"))).toBe(true);
+    expect(existsSync(marker)).toBe(false);
     const rows = await objectRows(`answers/${day}/part-1-4.jsonl`);
     expect(rows.length).toBeGreaterThan(0);
     expect(rows.length).toBeLessThan(ticketCount);
     for (const row of rows) expect(Object.keys(row.answers).length).toBeGreaterThan(0);
+    // Last night labelled alike: the rerun resumes (nothing to ask), the gate holds, the night is marked ready, nothing mailed.
+    await putLastNight("part-1-4", false);
+    r = await cron();
+    log = readFileSync(join(state, "triage.log"), "utf8");
+    expect(r.stdout, log).toBe("");
+    expect(existsSync(marker)).toBe(true);
+    expect(existsSync(join(state, `drift-${day}-1-4.html`))).toBe(true);
+    // Last night sent every ticket to one team: tonight's shares moved past the gate, exit 4, mailed, no marker.
+    rmSync(marker);
+    await putLastNight("part-1-4", true);
+    r = await cron();
+    log = readFileSync(join(state, "triage.log"), "utf8");
+    expect(r.stdout, log).toMatch(/exit 4, labels not marked ready \(4: they drifted from last night/);
+    expect(log).toMatch(/drift gate: team\.psi/);
+    expect(existsSync(marker)).toBe(false);
   }, 180_000);
 });
 
@@ -220,8 +253,27 @@ describe("examples/schedulers/airflow_dag.py", () => {
     expect((await objectRows(`answers/${day}/part-3.jsonl`)).length).toBeGreaterThan(0);
   }, 180_000);
 
-  it("leaves a marked, inactive placeholder for the drift gate", () => {
-    expect(py).toMatch(/# DRIFT GATE \(placeholder, not active\)/);
-    expect(code).not.toMatch(/--compare/);
+  it("each shard's drift gate runs as written after it: both forms call gate_args, downstream of their shard", () => {
+    expect(code).toMatch(/arguments=gate_args\(i, "\{\{ ds \}\}", "\{\{ macros\.ds_add\(ds, -1\) \}\}"\)/);
+    expect(code).toMatch(/subprocess\.call\(\["typed-eval", \*gate_args\(shard, ds, prev_ds\)\]/);
+    expect(code.match(/shard_task >> gate/g)).toHaveLength(2);
+    expect(code).toMatch(/if code == GATE_FAILED:\s*raise AirflowFailException/);
   });
+
+  it("the worker form's drift gate: holds against last night's same labels, exit 4 against drifted ones", async () => {
+    const body = /def gate_args\(shard: int, ds: str, prev_ds: str\) -> list\[str\]:\s*return \[([\s\S]*?)\n {4}\]/.exec(py)?.[1];
+    expect(body, "gate_args(shard, ds, prev_ds) returning a list").toBeDefined();
+    const worker = join(dir, "worker");
+    const args = local(listItems(body as string, { shard: "3", ds: day, prev_ds: yesterday }), worker);
+    const gate = () => exec("typed-eval", args, { env: { ...process.env, ...s3Env, PATH: `${binDir}:${process.env["PATH"]}` }, cwd: worker });
+    await putLastNight("part-3", false);
+    let r = await gate();
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(join(worker, `drift-${day}-part-3.html`))).toBe(true);
+    await putLastNight("part-3", true);
+    r = await gate();
+    expect(r.code, r.stderr).toBe(Number(constants["GATE_FAILED"]));
+    expect(r.stderr).toMatch(/drift gate: team\.psi/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
 });
