@@ -172,7 +172,9 @@ async function writeSummaries(targets: readonly (OutputTarget | undefined)[], su
       out.stream.write(`${JSON.stringify(summary, null, 2)}\n`);
       await out.commit();
     } catch (error) {
-      logger.warn({ err: error, summary: target.describe }, `could not write the summary ${target.describe}: ${checkFailure(error).reason}`);
+      // One line for the person reading the log; the stack is for a bug hunt, at debug level.
+      logger.warn({ summary: target.describe }, `could not write the summary ${target.describe}: ${checkFailure(error).reason}`);
+      logger.debug({ err: error }, "the summary's write failed");
     }
   }
 }
