@@ -7,10 +7,12 @@
 import {
   accuracyOf,
   balancedAccuracyOf,
+  aurocSorted,
   binaryRanking,
   brier,
   calibrationError,
-  confusion,
+  cellsOf,
+  countCells,
   eceNoiseFloor,
   eceWithInterval,
   around,
@@ -19,7 +21,7 @@ import {
   logLoss,
   macroF1Of,
   maeExpected,
-  orderDescending,
+  orderBy,
   predictions,
   quantile,
   rankedProbabilityScore,
@@ -32,6 +34,7 @@ import {
   type Bin,
   type RiskCoverage,
   type Scored,
+  type Weights,
 } from "./metrics.js";
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
@@ -91,7 +94,9 @@ export class Rows {
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
     this.ref[this.n] = ref;
-    [this.hi[this.n], this.lo[this.n]] = recordKey(id);
+    const key = recordKey(id);
+    this.hi[this.n] = key[0];
+    this.lo[this.n] = key[1];
     if (mass >= 0 && this.mass.length === 0) this.mass = new Float64Array(this.y.length).fill(-1);
     if (this.mass.length > 0) this.mass[this.n] = mass;
     this.n++;
@@ -109,13 +114,14 @@ export class Rows {
     const hi = new Uint32Array(n);
     const lo = new Uint32Array(n);
     const mass = new Float64Array(this.mass.length ? n : 0);
-    order.forEach((from, to) => {
-      p.set(this.p.subarray(from * k, (from + 1) * k), to * k);
+    for (let to = 0; to < n; to++) {
+      const from = order[to] as number;
+      for (let j = 0; j < k; j++) p[to * k + j] = this.p[from * k + j] as number;
       y[to] = this.y[from] as number;
       hi[to] = this.hi[from] as number;
       lo[to] = this.lo[from] as number;
-      if (mass.length) mass[to] = this.mass[from] as number;
-    });
+    }
+    for (let to = 0; to < mass.length; to++) mass[to] = this.mass[order[to] as number] as number;
     return { s: { n, k, p, y }, mass, keys: { hi, lo } };
   }
 }
@@ -182,9 +188,9 @@ export interface Assessment {
 }
 
 /** Every metric of one question on weights `w` (ones for the point estimate, draw counts for the bootstrap). */
-function metricsOf(type: QuestionInfo["type"], s: Scored, w: Float64Array, pre: Precomputed, names: readonly string[]): Record<string, number> {
+function metricsOf(type: QuestionInfo["type"], s: Scored, w: Uint8Array, pre: Precomputed, names: readonly string[]): Record<string, number> {
   const out: Record<string, number> = {};
-  const m = confusion(s.y, pre.pred, s.k, w);
+  const m = countCells(pre.cell, w, new Float64Array(s.k * s.k));
   const want = new Set(names);
   if (want.has("accuracy")) out["accuracy"] = accuracyOf(m, s.k);
   if (want.has("balanced_accuracy")) out["balanced_accuracy"] = balancedAccuracyOf(m, s.k);
@@ -194,11 +200,8 @@ function metricsOf(type: QuestionInfo["type"], s: Scored, w: Float64Array, pre: 
   if (want.has("top2_accuracy")) out["top2_accuracy"] = topKAccuracy(s, 2, w);
   if (want.has("brier")) out["brier"] = brier(s, w);
   if (want.has("log_loss")) out["log_loss"] = logLoss(s, w);
-  if (type === "noul" && (want.has("auroc") || want.has("auprc"))) {
-    const r = binaryRanking(pre.score, pre.positive, pre.order, w);
-    out["auroc"] = r.auroc;
-    out["auprc"] = r.auprc;
-  }
+  if (type === "noul" && want.has("auroc")) out["auroc"] = aurocSorted(pre.score, pre.positive, w);
+  if (type === "noul" && want.has("auprc")) out["auprc"] = binaryRanking(pre.score, pre.positive, w).auprc;
   if (want.has("within_one")) out["within_one"] = withinAccuracy(pre.pred, s.y, 1, w);
   if (want.has("mae")) out["mae"] = maeExpected(pre.expected, s.y, w);
   if (want.has("spearman")) out["spearman"] = spearman(pre.expected, pre.gold, w, pre.ranks);
@@ -208,11 +211,12 @@ function metricsOf(type: QuestionInfo["type"], s: Scored, w: Float64Array, pre: 
 
 interface Precomputed {
   pred: Int32Array;
+  /** Each row's confusion cell, gold * k + predicted. */
+  cell: Int32Array;
   confidence: Float64Array;
   correct: Uint8Array;
   score: Float64Array;
   positive: Uint8Array;
-  order: Int32Array;
   expected: Float64Array;
   gold: Float64Array;
   ranks: { a: Float64Array; b: Float64Array } | undefined;
@@ -221,30 +225,38 @@ interface Precomputed {
 function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
   const pred = predictions(s);
   const confidence = topLabelConfidence(s);
-  const correct = Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0));
-  const score = type === "noul" ? Float64Array.from({ length: s.n }, (_, i) => s.p[i * 2 + 1] as number) : new Float64Array(0);
+  const correct = new Uint8Array(s.n);
+  for (let i = 0; i < s.n; i++) correct[i] = pred[i] === s.y[i] ? 1 : 0;
+  const score = type === "noul" ? yesColumn(s.p, s.n) : new Float64Array(0);
   const expected = type === "score" ? expectedLevel(s) : new Float64Array(0);
   const gold = type === "score" ? Float64Array.from(s.y) : new Float64Array(0);
+  const positive = new Uint8Array(type === "noul" ? s.n : 0);
+  for (let i = 0; i < positive.length; i++) positive[i] = s.y[i] === 1 ? 1 : 0;
   return {
     pred,
+    cell: cellsOf(s.y, pred, s.k),
     confidence,
     correct,
     score,
-    positive: type === "noul" ? Uint8Array.from(s.y, (y) => (y === 1 ? 1 : 0)) : new Uint8Array(0),
-    order: type === "noul" ? orderDescending(score) : new Int32Array(0),
+    positive,
     expected,
     gold,
     ranks: type === "score" ? rankPair(expected, gold) : undefined,
   };
 }
 
+/** p(yes) of each of n noul rows. */
+function yesColumn(p: Float64Array, n: number): Float64Array {
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = p[i * 2 + 1] as number;
+  return out;
+}
+
 /** Row indices in key order, or for a noul in descending p(yes) order with ties in key order. */
 function rowOrder(type: QuestionInfo["type"], rows: Rows): Int32Array {
   const order = keyOrder({ hi: rows.hi, lo: rows.lo }, rows.n);
   if (type !== "noul") return order;
-  const rank = new Int32Array(rows.n);
-  order.forEach((row, r) => (rank[row] = r));
-  return order.sort((a, b) => (rows.p[b * 2 + 1] as number) - (rows.p[a * 2 + 1] as number) || (rank[a] as number) - (rank[b] as number));
+  return orderBy(yesColumn(rows.p, rows.n), true, order);
 }
 
 /** Assesses one question's rows: the same rows in any order give the same figures. */
@@ -252,7 +264,7 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
   // A noul's rows are put in descending p(yes) order once, so the bootstrap's AUROC passes read memory in order.
   const { s, mass, keys } = rows.keyed(rowOrder(info.type, rows));
   const pre = precompute(info.type, s);
-  const ones = new Float64Array(s.n).fill(1);
+  const ones = new Uint8Array(s.n).fill(1);
   // The type's own metrics here; the common ones (ECE, ACE, MCE, risk-coverage area) come from their own passes below.
   const metrics = metricsOf(info.type, s, ones, pre, METRICS[info.type]);
   const cal = calibrationError(pre.confidence, pre.correct);
@@ -266,7 +278,7 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
 
   const headline = HEADLINE[info.type];
   const samples: Record<string, number[]> = Object.fromEntries(headline.map((h) => [h, []]));
-  const w = new Float64Array(s.n);
+  const w = new Uint8Array(s.n);
   for (let b = 0; b < options.bootstrap && s.n > 0; b++) {
     keyedWeights(keys, s.n, options.seed, b, w);
     const m = metricsOf(info.type, s, w, pre, headline);
@@ -279,7 +291,7 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
   }
   if (s.n > 0) intervals["ece_debiased"] = debiased.interval;
 
-  const m = confusion(s.y, pre.pred, s.k, ones);
+  const m = countCells(pre.cell, ones, new Float64Array(s.k * s.k));
   const out: QuestionAssessment = {
     name: info.name,
     type: info.type,
@@ -424,6 +436,8 @@ export async function assess(
   options: JoinOptions & { seed?: number; bootstrap?: number; suspects?: Suspects | undefined; job?: string | undefined },
 ): Promise<Assessment> {
   const joined = await joinGold(answersPath, goldPath, options);
+  // Only a suspects list names gold rows: without one, a million ids need not stay for every collection to walk.
+  if (!options.suspects) joined.goldIds.length = 0;
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
   const questions: QuestionAssessment[] = [];
