@@ -11,9 +11,9 @@
 import type { QuestionType } from "../api/schema.js";
 import {
   accuracyOf,
-  aurocSorted,
+  auroc,
+  averagePrecision,
   balancedAccuracyOf,
-  binaryRanking,
   brier,
   cellsOf,
   countCells,
@@ -222,7 +222,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     types: ["noul"],
     better: "higher",
     digits: 3,
-    weighted: ({ d, w }) => aurocSorted(d.score, d.positive, w),
+    weighted: ({ d, w }) => auroc(d.score, d.positive, w),
     interval: "bootstrap",
   },
   {
@@ -232,7 +232,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     types: ["noul"],
     better: "higher",
     digits: 3,
-    weighted: ({ d, w }) => binaryRanking(d.score, d.positive, w).auprc,
+    weighted: ({ d, w }) => averagePrecision(d.score, d.positive, w),
   },
   {
     name: "within_one",

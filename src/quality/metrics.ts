@@ -254,13 +254,12 @@ export function orderBy(values: Float64Array, descending: boolean, from?: Int32A
 }
 
 /**
- * AUROC and average precision of a binary score, given the rows in
- * descending score order (see orderDescending). Tied scores form one
- * threshold (ROC ties count half), as scikit-learn's roc_auc_score and
- * average_precision_score do. Rows come sorted so that a bootstrap, which
- * calls this once per draw, reads memory in order.
+ * Average precision of a binary score (scikit-learn's
+ * average_precision_score), given the rows in descending score order (see
+ * orderDescending): tied scores form one threshold. NaN without positives,
+ * 1 without negatives.
  */
-export function binaryRanking(score: Float64Array, positive: Uint8Array, w: Weights): { auroc: number; auprc: number } {
+export function averagePrecision(score: Float64Array, positive: Uint8Array, w: Weights): number {
   const n = score.length;
   let pos = 0;
   let neg = 0;
@@ -268,10 +267,9 @@ export function binaryRanking(score: Float64Array, positive: Uint8Array, w: Weig
     if (positive[i]) pos += w[i] as number;
     else neg += w[i] as number;
   }
-  if (pos === 0 || neg === 0) return { auroc: NaN, auprc: pos === 0 ? NaN : 1 };
+  if (pos === 0 || neg === 0) return pos === 0 ? NaN : 1;
   let tp = 0;
   let fp = 0;
-  let auc = 0;
   let ap = 0;
   let i = 0;
   while (i < n) {
@@ -283,24 +281,22 @@ export function binaryRanking(score: Float64Array, positive: Uint8Array, w: Weig
       else dfp += w[i] as number;
       i++;
     }
-    // Each negative in this group is outranked by every positive above it, and ties with this group's positives.
-    auc += dfp * (tp + dtp / 2);
     tp += dtp;
     fp += dfp;
     if (dtp > 0) ap += (dtp / pos) * (tp / (tp + fp));
   }
-  return { auroc: auc / (pos * neg), auprc: ap };
+  return ap;
 }
 
 /**
- * AUROC alone, as binaryRanking computes it, for rows in descending score
- * order: no division and no branch on the label per row, since a bootstrap
- * calls it once per draw (a third of `assess`'s time at a million rows when
- * it computed average precision too). Every partial sum is a multiple of 1/2
- * below 2^52 with whole-number weights, so the figure is binaryRanking's to
- * the bit.
+ * AUROC of a binary score, given the rows in descending score order (see
+ * orderDescending): tied scores form one threshold and count half, as
+ * scikit-learn's roc_auc_score does; NaN without positives or negatives. No
+ * division and no branch on the label per row: a bootstrap calls it once per
+ * draw. With whole-number weights every partial sum is a multiple of 1/2
+ * below 2^52, so any order of summing gives the same bits.
  */
-export function aurocSorted(score: Float64Array, positive: Uint8Array, w: Weights): number {
+export function auroc(score: Float64Array, positive: Uint8Array, w: Weights): number {
   const n = score.length;
   let pos = 0;
   let neg = 0;

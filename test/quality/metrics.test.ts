@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import {
   accuracyOf,
   balancedAccuracyOf,
-  binaryRanking,
+  auroc,
+  averagePrecision,
   brier,
   calibrationError,
   confusion,
@@ -62,13 +63,10 @@ describe("metrics against scikit-learn", () => {
     expect(accuracyOf(m, 2)).toBeCloseTo(ref.noul.accuracy, 12);
     expect(balancedAccuracyOf(m, 2)).toBeCloseTo(ref.noul.balanced_accuracy, 12);
     const order = orderDescending(Float64Array.from(ref.noul.p_yes));
-    const { auroc, auprc } = binaryRanking(
-      Float64Array.from(order, (i) => ref.noul.p_yes[i] as number),
-      Uint8Array.from(order, (i) => ref.noul.y[i] as number),
-      w,
-    );
-    expect(auroc).toBeCloseTo(ref.noul.auroc, 12);
-    expect(auprc).toBeCloseTo(ref.noul.auprc, 12);
+    const sorted = Float64Array.from(order, (i) => ref.noul.p_yes[i] as number);
+    const positive = Uint8Array.from(order, (i) => ref.noul.y[i] as number);
+    expect(auroc(sorted, positive, w)).toBeCloseTo(ref.noul.auroc, 12);
+    expect(averagePrecision(sorted, positive, w)).toBeCloseTo(ref.noul.auprc, 12);
     expect(brier(s, w)).toBeCloseTo(ref.noul.brier, 12);
     expect(logLoss(s, w)).toBeCloseTo(ref.noul.log_loss, 10);
   });
@@ -123,7 +121,9 @@ describe("metrics by hand", () => {
 
   it("AUROC counts tied scores as half", () => {
     const score = Float64Array.from([0.5, 0.5]);
-    expect(binaryRanking(score, Uint8Array.from([1, 0]), ones(2)).auroc).toBe(0.5);
+    expect(auroc(score, Uint8Array.from([1, 0]), ones(2))).toBe(0.5);
+    expect(auroc(score, Uint8Array.from([1, 1]), ones(2))).toBeNaN();
+    expect(averagePrecision(score, Uint8Array.from([1, 1]), ones(2))).toBe(1);
   });
 
   it("orderBy sorts by value with ties in the given order, as a stable comparison sort does", () => {
