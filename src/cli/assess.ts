@@ -52,7 +52,7 @@ function withAssessOptions<T>(y: Argv<T>) {
   return withGoldOptions(y)
     .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
     .option("html", { type: "string", describe: "write a self-contained HTML report here" })
-    .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8"' })
+    .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8" (every metric: docs/metrics.md)' })
     .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
     .option("suspects", {
       type: "string",

@@ -5,34 +5,19 @@
  * intervals on the headline figures.
  */
 import {
-  accuracyOf,
-  balancedAccuracyOf,
-  binaryRanking,
-  brier,
+  around,
   calibrationError,
-  confusion,
+  countCells,
   eceNoiseFloor,
   eceWithInterval,
-  around,
-  expectedLevel,
-  kappaOf,
-  logLoss,
-  macroF1Of,
-  maeExpected,
-  orderDescending,
-  predictions,
+  orderBy,
   quantile,
-  rankedProbabilityScore,
-  rankPair,
   riskCoverage,
-  spearman,
-  topKAccuracy,
-  topLabelConfidence,
-  withinAccuracy,
   type Bin,
   type RiskCoverage,
   type Scored,
 } from "./metrics.js";
+import { gateName, isWeighted, METRIC_TABLE, metricsOf, metricText, questionData, weightedValues, type Metric, type Whole } from "./metric-table.js";
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
@@ -91,7 +76,9 @@ export class Rows {
     for (let j = 0; j < this.k; j++) this.p[this.n * this.k + j] = dist[j] as number;
     this.y[this.n] = y;
     this.ref[this.n] = ref;
-    [this.hi[this.n], this.lo[this.n]] = recordKey(id);
+    const key = recordKey(id);
+    this.hi[this.n] = key[0];
+    this.lo[this.n] = key[1];
     if (mass >= 0 && this.mass.length === 0) this.mass = new Float64Array(this.y.length).fill(-1);
     if (this.mass.length > 0) this.mass[this.n] = mass;
     this.n++;
@@ -109,29 +96,17 @@ export class Rows {
     const hi = new Uint32Array(n);
     const lo = new Uint32Array(n);
     const mass = new Float64Array(this.mass.length ? n : 0);
-    order.forEach((from, to) => {
-      p.set(this.p.subarray(from * k, (from + 1) * k), to * k);
+    for (let to = 0; to < n; to++) {
+      const from = order[to] as number;
+      for (let j = 0; j < k; j++) p[to * k + j] = this.p[from * k + j] as number;
       y[to] = this.y[from] as number;
       hi[to] = this.hi[from] as number;
       lo[to] = this.lo[from] as number;
-      if (mass.length) mass[to] = this.mass[from] as number;
-    });
+    }
+    for (let to = 0; to < mass.length; to++) mass[to] = this.mass[order[to] as number] as number;
     return { s: { n, k, p, y }, mass, keys: { hi, lo } };
   }
 }
-
-/** The metrics each type reports, in display order, and which are headline figures (bootstrapped). */
-export const METRICS = {
-  noul: ["accuracy", "balanced_accuracy", "auroc", "auprc", "brier", "log_loss"],
-  choice: ["accuracy", "macro_f1", "balanced_accuracy", "kappa", "top2_accuracy", "brier", "log_loss"],
-  score: ["accuracy", "within_one", "mae", "qwk", "spearman", "rps"],
-  common: ["ece", "ece_debiased", "ace", "mce", "aurc"],
-} as const;
-/** Headline metrics with bootstrap intervals; the ECE's interval is computed apart (eceWithInterval), since a bootstrap of the plug-in sits above it. */
-export const HEADLINE = { noul: ["accuracy", "auroc"], choice: ["accuracy", "macro_f1"], score: ["accuracy", "qwk"] } as const;
-
-/** Metrics where lower is better (for display and for choosing). */
-export const LOWER_IS_BETTER = new Set(["brier", "log_loss", "mae", "rps", "ece", "ece_debiased", "ace", "mce", "aurc"]);
 
 export interface QuestionAssessment {
   name: string;
@@ -181,105 +156,62 @@ export interface Assessment {
   provenance?: Provenance;
 }
 
-/** Every metric of one question on weights `w` (ones for the point estimate, draw counts for the bootstrap). */
-function metricsOf(type: QuestionInfo["type"], s: Scored, w: Float64Array, pre: Precomputed, names: readonly string[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  const m = confusion(s.y, pre.pred, s.k, w);
-  const want = new Set(names);
-  if (want.has("accuracy")) out["accuracy"] = accuracyOf(m, s.k);
-  if (want.has("balanced_accuracy")) out["balanced_accuracy"] = balancedAccuracyOf(m, s.k);
-  if (want.has("macro_f1")) out["macro_f1"] = macroF1Of(m, s.k);
-  if (want.has("kappa")) out["kappa"] = kappaOf(m, s.k);
-  if (want.has("qwk")) out["qwk"] = kappaOf(m, s.k, "quadratic");
-  if (want.has("top2_accuracy")) out["top2_accuracy"] = topKAccuracy(s, 2, w);
-  if (want.has("brier")) out["brier"] = brier(s, w);
-  if (want.has("log_loss")) out["log_loss"] = logLoss(s, w);
-  if (type === "noul" && (want.has("auroc") || want.has("auprc"))) {
-    const r = binaryRanking(pre.score, pre.positive, pre.order, w);
-    out["auroc"] = r.auroc;
-    out["auprc"] = r.auprc;
-  }
-  if (want.has("within_one")) out["within_one"] = withinAccuracy(pre.pred, s.y, 1, w);
-  if (want.has("mae")) out["mae"] = maeExpected(pre.expected, s.y, w);
-  if (want.has("spearman")) out["spearman"] = spearman(pre.expected, pre.gold, w, pre.ranks);
-  if (want.has("rps")) out["rps"] = rankedProbabilityScore(s, w);
+/** p(yes) of each of n noul rows. */
+function yesColumn(p: Float64Array, n: number): Float64Array {
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = p[i * 2 + 1] as number;
   return out;
-}
-
-interface Precomputed {
-  pred: Int32Array;
-  confidence: Float64Array;
-  correct: Uint8Array;
-  score: Float64Array;
-  positive: Uint8Array;
-  order: Int32Array;
-  expected: Float64Array;
-  gold: Float64Array;
-  ranks: { a: Float64Array; b: Float64Array } | undefined;
-}
-
-function precompute(type: QuestionInfo["type"], s: Scored): Precomputed {
-  const pred = predictions(s);
-  const confidence = topLabelConfidence(s);
-  const correct = Uint8Array.from(pred, (p, i) => (p === s.y[i] ? 1 : 0));
-  const score = type === "noul" ? Float64Array.from({ length: s.n }, (_, i) => s.p[i * 2 + 1] as number) : new Float64Array(0);
-  const expected = type === "score" ? expectedLevel(s) : new Float64Array(0);
-  const gold = type === "score" ? Float64Array.from(s.y) : new Float64Array(0);
-  return {
-    pred,
-    confidence,
-    correct,
-    score,
-    positive: type === "noul" ? Uint8Array.from(s.y, (y) => (y === 1 ? 1 : 0)) : new Uint8Array(0),
-    order: type === "noul" ? orderDescending(score) : new Int32Array(0),
-    expected,
-    gold,
-    ranks: type === "score" ? rankPair(expected, gold) : undefined,
-  };
 }
 
 /** Row indices in key order, or for a noul in descending p(yes) order with ties in key order. */
 function rowOrder(type: QuestionInfo["type"], rows: Rows): Int32Array {
   const order = keyOrder({ hi: rows.hi, lo: rows.lo }, rows.n);
   if (type !== "noul") return order;
-  const rank = new Int32Array(rows.n);
-  order.forEach((row, r) => (rank[row] = r));
-  return order.sort((a, b) => (rows.p[b * 2 + 1] as number) - (rows.p[a * 2 + 1] as number) || (rank[a] as number) - (rank[b] as number));
+  return orderBy(yesColumn(rows.p, rows.n), true, order);
 }
 
-/** Assesses one question's rows: the same rows in any order give the same figures. */
-export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: number; bootstrap: number; noiseDraws?: number }): QuestionAssessment {
+/** Assesses one question's rows: the same rows in any order give the same figures. The metrics are `table`'s for the question's type. */
+export function assessQuestion(
+  info: QuestionInfo,
+  rows: Rows,
+  options: { seed: number; bootstrap: number; noiseDraws?: number },
+  table: readonly Metric[] = METRIC_TABLE,
+): QuestionAssessment {
   // A noul's rows are put in descending p(yes) order once, so the bootstrap's AUROC passes read memory in order.
   const { s, mass, keys } = rows.keyed(rowOrder(info.type, rows));
-  const pre = precompute(info.type, s);
-  const ones = new Float64Array(s.n).fill(1);
-  // The type's own metrics here; the common ones (ECE, ACE, MCE, risk-coverage area) come from their own passes below.
-  const metrics = metricsOf(info.type, s, ones, pre, METRICS[info.type]);
-  const cal = calibrationError(pre.confidence, pre.correct);
-  const rc = riskCoverage(pre.confidence, pre.correct);
-  metrics["ece"] = cal.ece;
-  metrics["ace"] = cal.ace;
-  metrics["mce"] = cal.mce;
-  metrics["aurc"] = rc.aurc;
-  const debiased = eceWithInterval(pre.confidence, pre.correct, { seed: options.seed });
-  metrics["ece_debiased"] = debiased.estimate;
+  const d = questionData(info.type, s);
+  const ones = new Uint8Array(s.n).fill(1);
+  const cal = calibrationError(d.confidence, d.correct);
+  const rc = riskCoverage(d.confidence, d.correct);
+  const whole: Whole = { d, calibration: cal, risk: rc, ece: eceWithInterval(d.confidence, d.correct, { seed: options.seed }) };
+  const mine = metricsOf(info.type, table);
+  const weighted = mine.filter(isWeighted);
+  const cells = new Float64Array(s.k * s.k);
+  const point = weightedValues(d, ones, weighted, cells);
+  const metrics: Record<string, number> = {};
+  for (const m of mine) metrics[m.name] = isWeighted(m) ? (point[weighted.indexOf(m)] as number) : m.whole(whole);
 
-  const headline = HEADLINE[info.type];
-  const samples: Record<string, number[]> = Object.fromEntries(headline.map((h) => [h, []]));
-  const w = new Float64Array(s.n);
-  for (let b = 0; b < options.bootstrap && s.n > 0; b++) {
+  const resampled = weighted.filter((m) => m.interval === "bootstrap");
+  const samples = resampled.map((): number[] => []);
+  const w = new Uint8Array(s.n);
+  for (let b = 0; b < options.bootstrap && s.n > 0 && resampled.length > 0; b++) {
     keyedWeights(keys, s.n, options.seed, b, w);
-    const m = metricsOf(info.type, s, w, pre, headline);
-    for (const h of headline) if (Number.isFinite(m[h])) samples[h]!.push(m[h] as number);
+    weightedValues(d, w, resampled, cells).forEach((x, j) => {
+      if (Number.isFinite(x)) samples[j]!.push(x);
+    });
   }
   const intervals: Record<string, [number, number]> = {};
-  for (const h of headline) {
-    const v = samples[h]!.sort((a, b) => a - b);
-    if (v.length > 0) intervals[h] = around(metrics[h] as number, quantile(v, 0.025), quantile(v, 0.975));
+  for (const m of mine) {
+    if (m.interval === undefined) continue;
+    if (!isWeighted(m)) {
+      if (s.n > 0) intervals[m.name] = m.interval(whole);
+      continue;
+    }
+    const v = samples[resampled.indexOf(m)]!.sort((a, b) => a - b);
+    if (v.length > 0) intervals[m.name] = around(metrics[m.name] as number, quantile(v, 0.025), quantile(v, 0.975));
   }
-  if (s.n > 0) intervals["ece_debiased"] = debiased.interval;
 
-  const m = confusion(s.y, pre.pred, s.k, ones);
+  const m = countCells(d.cell, ones, new Float64Array(s.k * s.k));
   const out: QuestionAssessment = {
     name: info.name,
     type: info.type,
@@ -288,14 +220,14 @@ export function assessQuestion(info: QuestionInfo, rows: Rows, options: { seed: 
     n: s.n,
     metrics,
     intervals,
-    ece_noise_floor: eceNoiseFloor(pre.confidence, options.noiseDraws ?? 200, options.seed),
+    ece_noise_floor: eceNoiseFloor(d.confidence, options.noiseDraws ?? 200, options.seed),
     confusion: Array.from({ length: s.k }, (_, r) => Array.from(m.subarray(r * s.k, (r + 1) * s.k))),
     reliability: cal.bins,
     risk_coverage: rc,
     gold_shares: shares(s.y, s.k),
-    predicted_shares: shares(pre.pred, s.k),
+    predicted_shares: shares(d.pred, s.k),
   };
-  if (mass.some((x) => x >= 0)) out.label_mass = massBands(mass, pre.correct);
+  if (mass.some((x) => x >= 0)) out.label_mass = massBands(mass, d.correct);
   return out;
 }
 
@@ -421,9 +353,18 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
 export async function assess(
   answersPath: string,
   goldPath: string,
-  options: JoinOptions & { seed?: number; bootstrap?: number; suspects?: Suspects | undefined; job?: string | undefined },
+  options: JoinOptions & {
+    seed?: number;
+    bootstrap?: number;
+    suspects?: Suspects | undefined;
+    job?: string | undefined;
+    /** The metrics to compute (default: the whole table). */
+    metrics?: readonly Metric[];
+  },
 ): Promise<Assessment> {
   const joined = await joinGold(answersPath, goldPath, options);
+  // Only a suspects list names gold rows: without one, a million ids need not stay for every collection to walk.
+  if (!options.suspects) joined.goldIds.length = 0;
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
   const questions: QuestionAssessment[] = [];
@@ -433,7 +374,7 @@ export async function assess(
     joined.rows.delete(q.name);
     if (rows.n === 0) continue;
     options.suspects?.add(q, rows, joined.goldIds);
-    questions.push(assessQuestion(q, rows, { seed, bootstrap }));
+    questions.push(assessQuestion(q, rows, { seed, bootstrap }, options.metrics));
   }
   const usage = readUsage(`${answersPath}.usage.json`);
   if (!options.questions) fillLevels(questions, usage, `${answersPath}.usage.json`);
@@ -460,37 +401,18 @@ export async function assess(
 }
 
 /** The conditions that hold (each a failed gate, one per question), checking that every name exists. */
-export function failedConditions(a: Assessment, conditions: Condition[]): Breach[] {
-  return breaches({ questions: a.questions, known: (name) => Object.keys(a.questions.find((q) => q.name === name)?.metrics ?? {}) }, conditions);
+export function failedConditions(a: Assessment, conditions: Condition[], table: readonly Metric[] = METRIC_TABLE): Breach[] {
+  const gated = a.questions.map((q) => ({
+    name: q.name,
+    metrics: Object.fromEntries(metricsOf(q.type, table).map((m) => [gateName(m), q.metrics[m.name]])),
+  }));
+  return breaches({ questions: gated, known: (name) => Object.keys(gated.find((q) => q.name === name)?.metrics ?? {}) }, conditions);
 }
-
-const LABELS: Record<string, string> = {
-  accuracy: "accuracy",
-  balanced_accuracy: "balanced accuracy",
-  auroc: "AUROC",
-  auprc: "AUPRC",
-  brier: "Brier",
-  log_loss: "log loss",
-  macro_f1: "macro-F1",
-  kappa: "Cohen's kappa",
-  top2_accuracy: "top-2 accuracy",
-  within_one: "within one level",
-  mae: "MAE (expected score)",
-  qwk: "quadratic kappa",
-  spearman: "Spearman",
-  rps: "RPS",
-  ece: "ECE (15 bins)",
-  ece_debiased: "ECE, noise removed",
-  ace: "adaptive ECE",
-  mce: "MCE",
-  aurc: "risk-coverage area",
-};
-export const metricLabel = (m: string) => LABELS[m] ?? m;
 
 const fmt = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(3));
 
 /** The terminal table. */
-export function describeAssessment(a: Assessment): string {
+export function describeAssessment(a: Assessment, table: readonly Metric[] = METRIC_TABLE): string {
   const lines: string[] = [];
   const r = a.rows;
   lines.push(
@@ -499,11 +421,11 @@ export function describeAssessment(a: Assessment): string {
   if (a.ignored_gold_fields.length) lines.push(`gold fields not assessed (not questions of the answers): ${a.ignored_gold_fields.join(", ")}`);
   for (const q of a.questions) {
     lines.push("", `${q.name} (${q.type}, ${plural(q.n, "row")})`);
-    for (const m of [...METRICS[q.type], ...METRICS.common]) {
-      const ci = q.intervals[m];
-      let line = `  ${metricLabel(m).padEnd(22)} ${fmt(q.metrics[m]).padStart(6)}`;
-      if (ci) line += `  [${fmt(ci[0])}, ${fmt(ci[1])}]`;
-      if (m === "ece") line += `${ci ? "" : "                "}  noise floor ${fmt(q.ece_noise_floor.median)} (95%: ${fmt(q.ece_noise_floor.p95)})`;
+    for (const m of metricsOf(q.type, table)) {
+      const ci = q.intervals[m.name];
+      let line = `  ${m.label.padEnd(22)} ${metricText(m, q.metrics[m.name]).padStart(6)}`;
+      if (ci) line += `  [${metricText(m, ci[0])}, ${metricText(m, ci[1])}]`;
+      if (m.noiseFloor) line += `${ci ? "" : "                "}  noise floor ${fmt(q.ece_noise_floor.median)} (95%: ${fmt(q.ece_noise_floor.p95)})`;
       lines.push(line);
     }
     const cover = q.risk_coverage.at.map((p) => `${Math.round(p.coverage * 100)}%: ${fmt(p.accuracy)} (p>=${fmt(p.threshold)})`).join(", ");

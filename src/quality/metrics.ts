@@ -16,6 +16,7 @@
  *   a calibrated model makes equal to its accuracy (not the v1 `confidence`
  *   field, which for a choice is a rescaling of it and ranks rows the same).
  */
+import { order64 } from "./resample.js";
 
 /** Rows of one question: `p` holds n rows of k probabilities, `y` the gold class of each row. */
 export interface Scored {
@@ -24,6 +25,9 @@ export interface Scored {
   p: Float64Array;
   y: Int32Array;
 }
+
+/** Per-row weights: ones for a plain evaluation, how often each row was drawn for a bootstrap draw. */
+export type Weights = Float64Array | Uint8Array;
 
 /** Predicted class (argmax, ties to the first) of every row. */
 export function predictions(s: Scored): Int32Array {
@@ -49,10 +53,41 @@ export function topLabelConfidence(s: Scored): Float64Array {
 }
 
 /** Weighted k x k confusion matrix: rows are gold, columns predicted. */
-export function confusion(y: Int32Array, pred: Int32Array, k: number, w: Float64Array): Float64Array {
+export function confusion(y: Int32Array, pred: Int32Array, k: number, w: Weights): Float64Array {
   const m = new Float64Array(k * k);
+  if (w instanceof Uint8Array) return countCells(cellsOf(y, pred, k), w, m);
   for (let i = 0; i < y.length; i++) m[(y[i] as number) * k + (pred[i] as number)]! += w[i] as number;
   return m;
+}
+
+/** Each row's confusion cell, gold * k + predicted. */
+export function cellsOf(y: Int32Array, pred: Int32Array, k: number): Int32Array {
+  const out = new Int32Array(y.length);
+  for (let i = 0; i < y.length; i++) out[i] = (y[i] as number) * k + (pred[i] as number);
+  return out;
+}
+
+/**
+ * Whole-number weights summed by cell (`cell[i]` is row i's cell) into
+ * `into`. Integer sums, in four interleaved sets of counters so that
+ * neighbouring rows in one cell do not wait on each other: a bootstrap
+ * counts a confusion matrix per draw. Exact, so the same as any other order.
+ */
+export function countCells(cell: Int32Array, w: Uint8Array, into: Float64Array): Float64Array {
+  const cells = into.length;
+  const lanes = new Int32Array(4 * cells);
+  const n = cell.length;
+  const whole = n - (n % 4);
+  for (let i = 0; i < whole; i += 4) {
+    lanes[cell[i] as number]! += w[i] as number;
+    lanes[cells + (cell[i + 1] as number)]! += w[i + 1] as number;
+    lanes[2 * cells + (cell[i + 2] as number)]! += w[i + 2] as number;
+    lanes[3 * cells + (cell[i + 3] as number)]! += w[i + 3] as number;
+  }
+  for (let i = whole; i < n; i++) lanes[cell[i] as number]! += w[i] as number;
+  for (let c = 0; c < cells; c++)
+    into[c] = (lanes[c] as number) + (lanes[cells + c] as number) + (lanes[2 * cells + c] as number) + (lanes[3 * cells + c] as number);
+  return into;
 }
 
 function total(m: Float64Array): number {
@@ -137,7 +172,7 @@ export function kappaOf(m: Float64Array, k: number, weights: "none" | "quadratic
 }
 
 /** Share of rows whose gold class is among the `top` most probable (ties count against). */
-export function topKAccuracy(s: Scored, top: number, w: Float64Array): number {
+export function topKAccuracy(s: Scored, top: number, w: Weights): number {
   let hit = 0;
   let t = 0;
   for (let i = 0; i < s.n; i++) {
@@ -152,7 +187,7 @@ export function topKAccuracy(s: Scored, top: number, w: Float64Array): number {
 }
 
 /** Mean over rows of the squared distance between p and the one-hot gold (sum over classes; binary uses the positive class only). */
-export function brier(s: Scored, w: Float64Array): number {
+export function brier(s: Scored, w: Weights): number {
   let sum = 0;
   let t = 0;
   for (let i = 0; i < s.n; i++) {
@@ -171,7 +206,7 @@ export function brier(s: Scored, w: Float64Array): number {
 export const LOG_LOSS_EPS = 1e-15;
 
 /** Mean negative log-probability of the gold class. */
-export function logLoss(s: Scored, w: Float64Array): number {
+export function logLoss(s: Scored, w: Weights): number {
   let sum = 0;
   let t = 0;
   for (let i = 0; i < s.n; i++) {
@@ -184,51 +219,110 @@ export function logLoss(s: Scored, w: Float64Array): number {
 
 /** Row indices sorted by `score` descending (stable). */
 export function orderDescending(score: Float64Array): Int32Array {
-  const order = Int32Array.from({ length: score.length }, (_, i) => i);
-  order.sort((a, b) => (score[b] as number) - (score[a] as number) || a - b);
-  return order;
+  return orderBy(score, true);
+}
+
+/** Which 32-bit half of a float64 comes first in memory. */
+const LOW_HALF = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 ? 0 : 1;
+/** One float and its two halves: how orderBy reads a value's bits. */
+const FLOAT = new Float64Array(1);
+const HALVES = new Uint32Array(FLOAT.buffer);
+
+/**
+ * Indices of `values` ordered by value, ascending or descending, ties kept in
+ * the order of `from` (default: index order); -0 equals 0, NaN is not
+ * allowed. A radix sort on the values' IEEE bits (order64).
+ */
+export function orderBy(values: Float64Array, descending: boolean, from?: Int32Array): Int32Array {
+  const n = values.length;
+  const hi = new Uint32Array(n);
+  const lo = new Uint32Array(n);
+  const flip = descending ? 0xffffffff : 0;
+  for (let i = 0; i < n; i++) {
+    FLOAT[0] = (values[i] as number) + 0;
+    let h = HALVES[1 - LOW_HALF] as number;
+    let l = HALVES[LOW_HALF] as number;
+    // Negative floats order backwards as integers: flip all their bits; positive ones just gain the sign bit.
+    if (h & 0x80000000) {
+      h = ~h;
+      l = ~l;
+    } else h |= 0x80000000;
+    hi[i] = (h ^ flip) >>> 0;
+    lo[i] = (l ^ flip) >>> 0;
+  }
+  return order64(hi, lo, from);
 }
 
 /**
- * AUROC and average precision of a binary score, given the rows in
- * descending score order. Tied scores form one threshold (ROC ties count
- * half), as scikit-learn's roc_auc_score and average_precision_score do.
+ * Average precision of a binary score (scikit-learn's
+ * average_precision_score), given the rows in descending score order (see
+ * orderDescending): tied scores form one threshold. NaN without positives,
+ * 1 without negatives.
  */
-export function binaryRanking(score: Float64Array, positive: Uint8Array, order: Int32Array, w: Float64Array): { auroc: number; auprc: number } {
+export function averagePrecision(score: Float64Array, positive: Uint8Array, w: Weights): number {
+  const n = score.length;
   let pos = 0;
   let neg = 0;
-  for (let i = 0; i < score.length; i++) {
+  for (let i = 0; i < n; i++) {
     if (positive[i]) pos += w[i] as number;
     else neg += w[i] as number;
   }
-  if (pos === 0 || neg === 0) return { auroc: NaN, auprc: pos === 0 ? NaN : 1 };
+  if (pos === 0 || neg === 0) return pos === 0 ? NaN : 1;
   let tp = 0;
   let fp = 0;
-  let auc = 0;
   let ap = 0;
   let i = 0;
-  while (i < order.length) {
-    const s = score[order[i] as number] as number;
+  while (i < n) {
+    const s = score[i] as number;
     let dtp = 0;
     let dfp = 0;
-    while (i < order.length && score[order[i] as number] === s) {
-      const r = order[i] as number;
-      if (positive[r]) dtp += w[r] as number;
-      else dfp += w[r] as number;
+    while (i < n && score[i] === s) {
+      if (positive[i]) dtp += w[i] as number;
+      else dfp += w[i] as number;
       i++;
     }
-    // Each negative in this group is outranked by every positive above it, and ties with this group's positives.
-    auc += dfp * (tp + dtp / 2);
     tp += dtp;
     fp += dfp;
     if (dtp > 0) ap += (dtp / pos) * (tp / (tp + fp));
   }
-  return { auroc: auc / (pos * neg), auprc: ap };
+  return ap;
+}
+
+/**
+ * AUROC of a binary score, given the rows in descending score order (see
+ * orderDescending): tied scores form one threshold and count half, as
+ * scikit-learn's roc_auc_score does; NaN without positives or negatives. No
+ * division and no branch on the label per row: a bootstrap calls it once per
+ * draw. With whole-number weights every partial sum is a multiple of 1/2
+ * below 2^52, so any order of summing gives the same bits.
+ */
+export function auroc(score: Float64Array, positive: Uint8Array, w: Weights): number {
+  const n = score.length;
+  let pos = 0;
+  let neg = 0;
+  let auc = 0;
+  let i = 0;
+  while (i < n) {
+    const s = score[i] as number;
+    let dtp = 0;
+    let dfp = 0;
+    do {
+      const wi = w[i] as number;
+      const p = (positive[i] as number) * wi;
+      dtp += p;
+      dfp += wi - p;
+      i++;
+    } while (i < n && score[i] === s);
+    auc += dfp * (pos + dtp * 0.5);
+    pos += dtp;
+    neg += dfp;
+  }
+  return pos === 0 || neg === 0 ? NaN : auc / (pos * neg);
 }
 
 /** Average ranks (1-based, ties share their mean rank). */
 function ranks(values: Float64Array): Float64Array {
-  const order = Int32Array.from({ length: values.length }, (_, i) => i).sort((a, b) => (values[a] as number) - (values[b] as number));
+  const order = orderBy(values, false);
   const out = new Float64Array(values.length);
   let i = 0;
   while (i < order.length) {
@@ -242,7 +336,7 @@ function ranks(values: Float64Array): Float64Array {
 }
 
 /** Weighted Pearson correlation. */
-function pearson(a: Float64Array, b: Float64Array, w: Float64Array): number {
+function pearson(a: Float64Array, b: Float64Array, w: Weights): number {
   let t = 0;
   let ma = 0;
   let mb = 0;
@@ -271,7 +365,7 @@ function pearson(a: Float64Array, b: Float64Array, w: Float64Array): number {
  * rows as given; under bootstrap weights they are not recomputed, which
  * keeps a draw O(n) and moves the interval negligibly at the sizes it matters.
  */
-export function spearman(a: Float64Array, b: Float64Array, w: Float64Array, ranked?: { a: Float64Array; b: Float64Array }): number {
+export function spearman(a: Float64Array, b: Float64Array, w: Weights, ranked?: { a: Float64Array; b: Float64Array }): number {
   const r = ranked ?? { a: ranks(a), b: ranks(b) };
   return pearson(r.a, r.b, w);
 }
@@ -292,7 +386,7 @@ export function expectedLevel(s: Scored): Float64Array {
 }
 
 /** Mean absolute error of the expected level against the gold level. */
-export function maeExpected(expected: Float64Array, y: Int32Array, w: Float64Array): number {
+export function maeExpected(expected: Float64Array, y: Int32Array, w: Weights): number {
   let sum = 0;
   let t = 0;
   for (let i = 0; i < y.length; i++) {
@@ -303,7 +397,7 @@ export function maeExpected(expected: Float64Array, y: Int32Array, w: Float64Arr
 }
 
 /** Share of rows whose predicted level is within `d` of the gold level. */
-export function withinAccuracy(pred: Int32Array, y: Int32Array, d: number, w: Float64Array): number {
+export function withinAccuracy(pred: Int32Array, y: Int32Array, d: number, w: Weights): number {
   let hit = 0;
   let t = 0;
   for (let i = 0; i < y.length; i++) {
@@ -318,7 +412,7 @@ export function withinAccuracy(pred: Int32Array, y: Int32Array, d: number, w: Fl
  * the gold cumulative distributions, summed over the k-1 thresholds and
  * divided by k-1, so it lies in [0, 1]; 0 is a sure, right answer.
  */
-export function rankedProbabilityScore(s: Scored, w: Float64Array): number {
+export function rankedProbabilityScore(s: Scored, w: Weights): number {
   if (s.k < 2) return 0;
   let sum = 0;
   let t = 0;
@@ -362,10 +456,17 @@ export function binOf(confidence: number, bins = ECE_BINS): number {
   return Math.min(bins - 1, Math.max(0, Math.ceil(confidence * bins) - 1));
 }
 
+/** The equal-width bin of every confidence. */
+function binsOf(confidence: Float64Array, bins: number): Uint8Array {
+  const out = new Uint8Array(confidence.length);
+  for (let i = 0; i < confidence.length; i++) out[i] = binOf(confidence[i] as number, bins);
+  return out;
+}
+
 /** ECE, adaptive ECE, MCE and the reliability diagram's bins. */
 export function calibrationError(confidence: Float64Array, correct: Uint8Array, bins = ECE_BINS): Calibration {
   const n = confidence.length;
-  const bin = Uint8Array.from(confidence, (c) => binOf(c, bins));
+  const bin = binsOf(confidence, bins);
   // One pass over the rows for every bin's count, confidence and accuracy sums.
   const count = new Float64Array(bins);
   const conf = new Float64Array(bins);
@@ -388,7 +489,7 @@ export function calibrationError(confidence: Float64Array, correct: Uint8Array, 
     out.push({ lo: b / bins, hi: (b + 1) / bins, count: c, confidence: c ? (conf[b] as number) / c : NaN, accuracy: c ? (acc[b] as number) / c : NaN });
   }
   // Equal-mass bins: rows sorted by confidence, cut into `bins` runs of (nearly) equal size, as numpy's array_split does.
-  const order = Int32Array.from({ length: n }, (_, i) => i).sort((a, b) => (confidence[a] as number) - (confidence[b] as number) || a - b);
+  const order = orderBy(confidence, false);
   let ace = 0;
   const base = Math.floor(n / bins);
   const extra = n % bins;
@@ -465,7 +566,7 @@ export function seededRandom(seed: number): () => number {
 export function eceNoiseFloor(confidence: Float64Array, draws = 200, seed = 1, bins = ECE_BINS): { median: number; p95: number } {
   const random = seededRandom(seed);
   const n = confidence.length;
-  const bin = Uint8Array.from(confidence, (c) => binOf(c, bins));
+  const bin = binsOf(confidence, bins);
   const count = new Float64Array(bins);
   const mean = new Float64Array(bins);
   const variance = new Float64Array(bins);

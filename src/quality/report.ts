@@ -12,7 +12,8 @@ import { argmax } from "../questions/distribution.js";
 import { kindOf } from "../questions/index.js";
 import type { UsageSummary } from "../runner/output/usage.js";
 import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
-import { HEADLINE, LOWER_IS_BETTER, METRICS, metricLabel, type Assessment } from "./assess.js";
+import type { Assessment } from "./assess.js";
+import { headlineOf, METRIC_TABLE, metricsOf, metricText, type Metric } from "./metric-table.js";
 import { breaches, describeBreach, parseConditions, type Breach, type Condition } from "./gate.js";
 import {
   band,
@@ -546,6 +547,8 @@ export function reportHtml(r: RunReport): string {
 export interface AssessmentHtmlOptions {
   /** The job file as the user named it, for the header. */
   job?: string | undefined;
+  /** The metrics shown (default: all of assess's). */
+  metrics?: readonly Metric[];
 }
 
 /** One question's suspect gold labels (`assess --suspects`): the most confident contradictions, and how many the file holds. */
@@ -569,13 +572,15 @@ export function assessmentHtml(a: Assessment & { provenance?: Provenance }, opti
   );
   for (const q of a.questions) {
     const names = displayLabels(q);
-    // The type's headline metrics, then calibration: the ECE with its noise removed, whose interval holds it.
-    const headline = [...(HEADLINE[q.type] as readonly string[]), ...(q.metrics["ece_debiased"] === undefined ? [] : ["ece_debiased"])];
-    const tileItems = headline.map((m) => {
-      const ci = q.intervals[m];
-      return { label: metricLabel(m), value: num(q.metrics[m]), interval: ci ? `95%: ${num(ci[0])} – ${num(ci[1])}` : undefined };
-    });
-    const rows = [...METRICS[q.type], ...METRICS.common].map((m) => [`${metricLabel(m)} ${LOWER_IS_BETTER.has(m) ? "↓" : "↑"}`, num(q.metrics[m])]);
+    // The headline figures: the metrics with an interval (the ECE with its noise removed among them, its interval holding it).
+    const shown = options.metrics ?? METRIC_TABLE;
+    const tileItems = headlineOf(q.type, shown)
+      .filter((m) => q.metrics[m.name] !== undefined)
+      .map((m) => {
+        const ci = q.intervals[m.name];
+        return { label: m.label, value: metricText(m, q.metrics[m.name]), interval: ci ? `95%: ${metricText(m, ci[0])} – ${metricText(m, ci[1])}` : undefined };
+      });
+    const rows = metricsOf(q.type, shown).map((m) => [`${m.label} ${m.better === "lower" ? "↓" : "↑"}`, metricText(m, q.metrics[m.name])]);
     rows.push(["ECE noise floor at this n", `${num(q.ece_noise_floor.median)} (95%: ${num(q.ece_noise_floor.p95)})`]);
     const eceNote =
       (q.metrics["ece"] as number) > q.ece_noise_floor.p95

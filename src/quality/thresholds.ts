@@ -57,7 +57,7 @@ export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, op
   const threshold = best >= 0 ? (confidence[order[best] as number] as number) : null;
   const below = best >= 0 && best + 1 < s.n ? (confidence[order[best + 1] as number] as number) : -Infinity;
   const accepted = (i: number) => threshold !== null && (confidence[i] as number) >= threshold;
-  const figures = (w: Float64Array | undefined) => {
+  const figures = (w: Uint8Array | undefined) => {
     let kept = 0;
     let ok = 0;
     let total = 0;
@@ -71,7 +71,7 @@ export function pickThreshold(info: QuestionInfo, rows: Rows, target: number, op
     return { coverage: total ? kept / total : 0, accuracy: kept ? ok / kept : NaN };
   };
   const point = figures(undefined);
-  const w = new Float64Array(s.n);
+  const w = new Uint8Array(s.n);
   const cov: number[] = [];
   const acc: number[] = [];
   for (let b = 0; b < options.bootstrap; b++) {

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import {
   accuracyOf,
   balancedAccuracyOf,
-  binaryRanking,
+  auroc,
+  averagePrecision,
   brier,
   calibrationError,
   confusion,
@@ -13,6 +14,7 @@ import {
   logLoss,
   macroF1Of,
   maeExpected,
+  orderBy,
   orderDescending,
   predictions,
   rankedProbabilityScore,
@@ -60,10 +62,11 @@ describe("metrics against scikit-learn", () => {
     const m = confusion(s.y, predictions(s), 2, w);
     expect(accuracyOf(m, 2)).toBeCloseTo(ref.noul.accuracy, 12);
     expect(balancedAccuracyOf(m, 2)).toBeCloseTo(ref.noul.balanced_accuracy, 12);
-    const score = Float64Array.from(ref.noul.p_yes);
-    const { auroc, auprc } = binaryRanking(score, Uint8Array.from(ref.noul.y), orderDescending(score), w);
-    expect(auroc).toBeCloseTo(ref.noul.auroc, 12);
-    expect(auprc).toBeCloseTo(ref.noul.auprc, 12);
+    const order = orderDescending(Float64Array.from(ref.noul.p_yes));
+    const sorted = Float64Array.from(order, (i) => ref.noul.p_yes[i] as number);
+    const positive = Uint8Array.from(order, (i) => ref.noul.y[i] as number);
+    expect(auroc(sorted, positive, w)).toBeCloseTo(ref.noul.auroc, 12);
+    expect(averagePrecision(sorted, positive, w)).toBeCloseTo(ref.noul.auprc, 12);
     expect(brier(s, w)).toBeCloseTo(ref.noul.brier, 12);
     expect(logLoss(s, w)).toBeCloseTo(ref.noul.log_loss, 10);
   });
@@ -118,7 +121,24 @@ describe("metrics by hand", () => {
 
   it("AUROC counts tied scores as half", () => {
     const score = Float64Array.from([0.5, 0.5]);
-    expect(binaryRanking(score, Uint8Array.from([1, 0]), orderDescending(score), ones(2)).auroc).toBe(0.5);
+    expect(auroc(score, Uint8Array.from([1, 0]), ones(2))).toBe(0.5);
+    expect(auroc(score, Uint8Array.from([1, 1]), ones(2))).toBeNaN();
+    expect(averagePrecision(score, Uint8Array.from([1, 1]), ones(2))).toBe(1);
+  });
+
+  it("orderBy sorts by value with ties in the given order, as a stable comparison sort does", () => {
+    const random = seededRandom(4);
+    // Few distinct values (many ties), negatives, -0 beside 0, and values that differ only in their lowest bits.
+    const values = Float64Array.from({ length: 5000 }, (_, i) =>
+      i % 7 === 0 ? -0 : i % 11 === 0 ? 0 : i % 5 === 0 ? 1 - 2 ** -52 * (i % 3) : Math.round(random() * 40) / 8 - 2,
+    );
+    const from = Int32Array.from({ length: values.length }, (_, i) => (i * 7919) % values.length);
+    for (const descending of [false, true]) {
+      const sign = descending ? -1 : 1;
+      const expected = Array.from(from).sort((a, b) => sign * ((values[a] as number) - (values[b] as number)));
+      expect(Array.from(orderBy(values, descending, from))).toEqual(expected);
+    }
+    expect(Array.from(orderBy(Float64Array.from([0.2, 0.1, 0.2]), false))).toEqual([1, 0, 2]);
   });
 
   it("risk-coverage: accuracy of the most confident rows and the area under the risk curve", () => {

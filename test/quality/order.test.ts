@@ -10,7 +10,7 @@ import { assessQuestion, Rows } from "../../src/quality/assess.js";
 import { fitQuestion } from "../../src/quality/calibrate.js";
 import { pickThreshold } from "../../src/quality/thresholds.js";
 import { seededRandom } from "../../src/quality/metrics.js";
-import { keyedFolds, keyedWeights, recordKey } from "../../src/quality/resample.js";
+import { keyedBits, keyedFolds, keyedWeights, PURPOSE, recordKey, streamOf } from "../../src/quality/resample.js";
 
 interface Row {
   id: string;
@@ -76,22 +76,48 @@ describe("order-free statistics", () => {
     const n = 20_000;
     const keys = { hi: new Uint32Array(n), lo: new Uint32Array(n) };
     for (let i = 0; i < n; i++) [keys.hi[i], keys.lo[i]] = recordKey(`id${i}`);
-    const w = keyedWeights(keys, n, 1, 0, new Float64Array(n));
+    const w = keyedWeights(keys, n, 1, 0, new Uint8Array(n));
     const mean = w.reduce((a, b) => a + b, 0) / n;
     const variance = w.reduce((a, b) => a + (b - mean) ** 2, 0) / n;
     expect(Math.abs(mean - 1)).toBeLessThan(0.03);
     expect(Math.abs(variance - 1)).toBeLessThan(0.05);
     // The same id keeps its weight when the other rows change; another draw or seed moves it.
     const one = { hi: keys.hi.subarray(7, 8), lo: keys.lo.subarray(7, 8) };
-    expect(keyedWeights(one, 1, 1, 0, new Float64Array(1))[0]).toBe(w[7]);
-    const other = keyedWeights(keys, n, 1, 1, new Float64Array(n));
-    const seedTwo = keyedWeights(keys, n, 2, 0, new Float64Array(n));
+    expect(keyedWeights(one, 1, 1, 0, new Uint8Array(1))[0]).toBe(w[7]);
+    const other = keyedWeights(keys, n, 1, 1, new Uint8Array(n));
+    const seedTwo = keyedWeights(keys, n, 2, 0, new Uint8Array(n));
     expect(other.filter((v, i) => v !== w[i]).length).toBeGreaterThan(n / 3);
     expect(seedTwo.filter((v, i) => v !== w[i]).length).toBeGreaterThan(n / 3);
     // Successive draws are independent: their weights do not correlate.
     let cov = 0;
     for (let i = 0; i < n; i++) cov += ((w[i] as number) - 1) * ((other[i] as number) - 1);
     expect(Math.abs(cov / n)).toBeLessThan(0.03);
+  });
+
+  it("each weight is the Poisson(1) draw of the row's keyed 32-bit uniform (the table lookup changes no weight)", () => {
+    const n = 200_000;
+    const keys = { hi: new Uint32Array(n), lo: new Uint32Array(n) };
+    for (let i = 0; i < n; i++) [keys.hi[i], keys.lo[i]] = recordKey(`k${i}`);
+    // P(K <= k) for K ~ Poisson(1), scaled to 32 bits, searched row by row.
+    const cdf: number[] = [];
+    for (let k = 0, p = Math.exp(-1), c = p; k < 12; k++, p /= k, c += p) cdf.push(Math.min(4294967295, Math.floor(c * 4294967296)));
+    for (const [seed, draw] of [
+      [1, 0],
+      [7, 199],
+    ] as const) {
+      const w = keyedWeights(keys, n, seed, draw, new Uint8Array(n));
+      const stream = streamOf(seed, PURPOSE.bootstrap, draw);
+      let differ = 0;
+      for (let i = 0; i < n; i++) {
+        const u = keyedBits(keys.hi[i] as number, keys.lo[i] as number, stream);
+        let k = 0;
+        while (k < 12 && u > (cdf[k] as number)) k++;
+        if (k !== w[i]) differ++;
+      }
+      expect(differ).toBe(0);
+      // Rows at 5 or more draws exist at this n, so the rare branch past the table runs too.
+      expect(w.some((x) => x >= 5)).toBe(true);
+    }
   });
 
   it("folds are equal in size (within one) and follow the seed", () => {
