@@ -17,7 +17,18 @@ import {
   type RiskCoverage,
   type Scored,
 } from "./metrics.js";
-import { gateName, isWeighted, METRIC_TABLE, metricsOf, metricText, questionData, weightedValues, type Metric, type Whole } from "./metric-table.js";
+import {
+  gateName,
+  isWeighted,
+  METRIC_TABLE,
+  metricsOf,
+  metricText,
+  preparationsOf,
+  questionData,
+  weightedValues,
+  type Metric,
+  type Whole,
+} from "./metric-table.js";
 import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
@@ -156,17 +167,17 @@ export interface Assessment {
   provenance?: Provenance;
 }
 
-/** p(yes) of each of n noul rows. */
+/** p(label 1) of each of n binary rows. */
 function yesColumn(p: Float64Array, n: number): Float64Array {
   const out = new Float64Array(n);
   for (let i = 0; i < n; i++) out[i] = p[i * 2 + 1] as number;
   return out;
 }
 
-/** Row indices in key order, or for a noul in descending p(yes) order with ties in key order. */
-function rowOrder(type: QuestionInfo["type"], rows: Rows): Int32Array {
+/** Row indices in key order, or, for metrics that rank rows, in descending p(label 1) order with ties in key order. */
+function rowOrder(ranked: boolean, rows: Rows): Int32Array {
   const order = keyOrder({ hi: rows.hi, lo: rows.lo }, rows.n);
-  if (type !== "noul") return order;
+  if (!ranked) return order;
   return orderBy(yesColumn(rows.p, rows.n), true, order);
 }
 
@@ -177,14 +188,15 @@ export function assessQuestion(
   options: { seed: number; bootstrap: number; noiseDraws?: number },
   table: readonly Metric[] = METRIC_TABLE,
 ): QuestionAssessment {
-  // A noul's rows are put in descending p(yes) order once, so the bootstrap's AUROC passes read memory in order.
-  const { s, mass, keys } = rows.keyed(rowOrder(info.type, rows));
-  const d = questionData(info.type, s);
+  // Rows a metric ranks (a noul's AUROC) are put in descending order once, so the bootstrap's passes read memory in order.
+  const mine = metricsOf(info.type, table);
+  const needs = preparationsOf(mine);
+  const { s, mass, keys } = rows.keyed(rowOrder(needs.has("ranking"), rows));
+  const d = questionData(info.type, s, needs);
   const ones = new Uint8Array(s.n).fill(1);
   const cal = calibrationError(d.confidence, d.correct);
   const rc = riskCoverage(d.confidence, d.correct);
   const whole: Whole = { d, calibration: cal, risk: rc, ece: eceWithInterval(d.confidence, d.correct, { seed: options.seed }) };
-  const mine = metricsOf(info.type, table);
   const weighted = mine.filter(isWeighted);
   const cells = new Float64Array(s.k * s.k);
   const point = weightedValues(d, ones, weighted, cells);

@@ -9,6 +9,7 @@
  * that shows them.
  */
 import type { QuestionType } from "../api/schema.js";
+import { QUESTION_KINDS } from "../questions/index.js";
 import {
   accuracyOf,
   auroc,
@@ -36,8 +37,21 @@ import {
 } from "./metrics.js";
 
 /**
+ * What a metric needs prepared beyond the rows: "ranking", a binary
+ * question's p(label 1) and gold positives, with its rows in descending
+ * p(label 1) order; "ordinal", the expected and gold levels and their ranks.
+ * The metrics of a question's type say what is prepared, never the type's name.
+ */
+export type Preparation = "ranking" | "ordinal";
+
+/** What the metrics of a type need prepared. */
+export function preparationsOf(metrics: readonly Metric[]): ReadonlySet<Preparation> {
+  return new Set(metrics.flatMap((m) => (m.needs ? [m.needs] : [])));
+}
+
+/**
  * A question's rows prepared once, in assessment order (see assessQuestion):
- * a noul's rows in descending p(yes) order, other types' in key order.
+ * in descending p(label 1) order when a metric ranks them, else in key order.
  */
 export interface QuestionData {
   type: QuestionType;
@@ -50,28 +64,29 @@ export interface QuestionData {
   confidence: Float64Array;
   /** 1 where the prediction is the gold class. */
   correct: Uint8Array;
-  /** noul: p(yes) and gold yes of each row; empty otherwise. */
+  /** "ranking": p(label 1) and gold label 1 of each row; empty otherwise. */
   score: Float64Array;
   positive: Uint8Array;
-  /** score: the expected level, the gold level, and the ranks of both; empty otherwise. */
+  /** "ordinal": the expected level, the gold level, and the ranks of both; empty otherwise. */
   expected: Float64Array;
   gold: Float64Array;
   ranks: { a: Float64Array; b: Float64Array } | undefined;
 }
 
-/** Prepares a question's rows for the metrics. */
-export function questionData(type: QuestionType, s: Scored): QuestionData {
+/** Prepares a question's rows for the metrics, with what `needs` asks beyond the rows. */
+export function questionData(type: QuestionType, s: Scored, needs: ReadonlySet<Preparation>): QuestionData {
   const pred = predictions(s);
   const correct = new Uint8Array(s.n);
   for (let i = 0; i < s.n; i++) correct[i] = pred[i] === s.y[i] ? 1 : 0;
-  const score = new Float64Array(type === "noul" ? s.n : 0);
+  const score = new Float64Array(needs.has("ranking") ? s.n : 0);
   const positive = new Uint8Array(score.length);
   for (let i = 0; i < score.length; i++) {
     score[i] = s.p[i * 2 + 1] as number;
     positive[i] = s.y[i] === 1 ? 1 : 0;
   }
-  const expected = type === "score" ? expectedLevel(s) : new Float64Array(0);
-  const gold = type === "score" ? Float64Array.from(s.y) : new Float64Array(0);
+  const ordinal = needs.has("ordinal");
+  const expected = ordinal ? expectedLevel(s) : new Float64Array(0);
+  const gold = ordinal ? Float64Array.from(s.y) : new Float64Array(0);
   return {
     type,
     s,
@@ -83,7 +98,7 @@ export function questionData(type: QuestionType, s: Scored): QuestionData {
     positive,
     expected,
     gold,
-    ranks: type === "score" ? rankPair(expected, gold) : undefined,
+    ranks: ordinal ? rankPair(expected, gold) : undefined,
   };
 }
 
@@ -119,6 +134,8 @@ interface Declared {
   gate?: string;
   /** The terminal table prints the ECE noise floor beside this one. */
   noiseFloor?: boolean;
+  /** What it needs prepared beyond the rows (see `Preparation`). */
+  needs?: Preparation;
 }
 
 /** A metric of the rows under weights: a bootstrap interval is available. */
@@ -136,7 +153,7 @@ export interface WholeMetric extends Declared {
 
 export type Metric = WeightedMetric | WholeMetric;
 
-const ALL: readonly QuestionType[] = ["noul", "choice", "score"];
+const ALL: readonly QuestionType[] = QUESTION_KINDS.map((k) => k.type);
 
 /** The metrics, in the order the JSON and every table show them. */
 export const METRIC_TABLE: readonly Metric[] = [
@@ -222,6 +239,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     types: ["noul"],
     better: "higher",
     digits: 3,
+    needs: "ranking",
     weighted: ({ d, w }) => auroc(d.score, d.positive, w),
     interval: "bootstrap",
   },
@@ -232,6 +250,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     types: ["noul"],
     better: "higher",
     digits: 3,
+    needs: "ranking",
     weighted: ({ d, w }) => averagePrecision(d.score, d.positive, w),
   },
   {
@@ -250,6 +269,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     types: ["score"],
     better: "lower",
     digits: 3,
+    needs: "ordinal",
     weighted: ({ d, w }) => maeExpected(d.expected, d.s.y, w),
   },
   {
@@ -259,6 +279,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     types: ["score"],
     better: "higher",
     digits: 3,
+    needs: "ordinal",
     weighted: ({ d, w }) => spearman(d.expected, d.gold, w, d.ranks),
   },
   {

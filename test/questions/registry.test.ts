@@ -6,9 +6,13 @@ import { validateRequest } from "../../src/api/validate.js";
 import { infoOf, kindOf, QUESTION_KINDS, type Question } from "../../src/questions/index.js";
 
 const SRC = join(import.meta.dirname, "../../src");
-/** Files that still name a type, and why; each should move into its type's module. */
-const NAMES_A_TYPE: Record<string, string> = {
-  "quality/assess.ts": "per-type metric lists and their precomputation, pending the metrics table",
+/**
+ * Lines outside src/questions that may name a type, and why. The metrics
+ * table declares the types each metric applies to (issue 21: one entry per
+ * metric, its types among its fields); nothing may switch on a type there.
+ */
+const MAY_NAME_A_TYPE: Record<string, RegExp> = {
+  "quality/metric-table.ts": /^types: \[("\w+"(, )?)+\],$/,
 };
 
 function sources(dir: string): string[] {
@@ -30,12 +34,12 @@ describe("the question registry", () => {
     const quoted = new RegExp(`"(${names.join("|")})"`);
     const offenders = sources(SRC)
       .map((path) => relative(SRC, path))
-      .filter((path) => !path.startsWith("questions/") && !(path in NAMES_A_TYPE))
+      .filter((path) => !path.startsWith("questions/"))
       .flatMap((path) =>
         readFileSync(join(SRC, path), "utf8")
           .split("\n")
           .map((line, i) => ({ line: line.trim(), at: `${path}:${i + 1}` }))
-          .filter(({ line }) => !line.startsWith("*") && !line.startsWith("//") && quoted.test(line))
+          .filter(({ line }) => !line.startsWith("*") && !line.startsWith("//") && quoted.test(line) && !MAY_NAME_A_TYPE[path]?.test(line))
           .map(({ at }) => at),
       );
     expect(offenders).toEqual([]);
