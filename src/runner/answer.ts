@@ -8,7 +8,6 @@
  */
 import { setMaxListeners } from "node:events";
 import { TypedEvalError } from "../api/errors.js";
-import type { Usage } from "../api/schema.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { Job } from "./job.js";
@@ -20,7 +19,7 @@ import type { RunLimiter } from "./send/limiter.js";
 import { forEachBounded } from "./send/loop.js";
 import { AbortRun, Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
-import type { AnswerEntry, DoneIndex, Entry, ErrorEntry } from "./state/journal.js";
+import type { DoneIndex, Entry, ErrorEntry } from "./state/journal.js";
 import { isStorageFailure, LockLostError, type Verdict } from "./verdict.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
