@@ -4,9 +4,12 @@ import { type Agent, request as httpRequest } from "node:http";
 import { fileURLToPath } from "node:url";
 import type { SystemOneRequest } from "../src/api/schema.js";
 import { KEYS } from "../test/server/helpers.js";
-import type { ClientMessage, ClientReply } from "./server-client.js";
 
 /** A function that POSTs a request to the server on `port` and resolves when it answers 200. */
+/** What the bench sends its client process (server-client.ts), and what comes back. */
+export type ClientMessage = { post: number; port: number; body: SystemOneRequest } | { saturate: number; port: number; clients: number; seconds: number };
+export type ClientReply = { post: number; sent: string; received: string } | { saturate: number; done: number; seconds: number } | { failed: string };
+
 export function systemOnePoster(port: number, agent: Agent): (body: SystemOneRequest) => Promise<void> {
   return (body) =>
     new Promise<void>((resolve, reject) => {

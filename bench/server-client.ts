@@ -11,11 +11,7 @@
  * flight for `seconds` and answers `{ saturate, done, seconds }`.
  */
 import { Agent } from "node:http";
-import type { SystemOneRequest } from "../src/api/schema.js";
-import { benchRequest, systemOnePoster } from "./http-client.js";
-
-export type ClientMessage = { post: number; port: number; body: SystemOneRequest } | { saturate: number; port: number; clients: number; seconds: number };
-export type ClientReply = { post: number; sent: string; received: string } | { saturate: number; done: number; seconds: number } | { failed: string };
+import { benchRequest, type ClientMessage, type ClientReply, systemOnePoster } from "./http-client.js";
 
 const agent = new Agent({ keepAlive: true, maxSockets: 32 });
 const posters = new Map<number, ReturnType<typeof systemOnePoster>>();

@@ -17,6 +17,11 @@ import { InvocationError } from "../api/errors.js";
 
 export { infoOf, type QuestionInfo } from "../questions/index.js";
 
+/** Labels as people read them: no/yes for a noul, level texts for a score when known. */
+export function displayLabels(q: { type: QuestionInfo["type"]; labels: string[]; levels?: unknown[] | undefined }): string[] {
+  return kindOf(q).displayLabels(q);
+}
+
 /** One answered row: per question its distribution in label order, and the raw one when the run calibrated. */
 export interface AnswerRow {
   id: string;

@@ -16,9 +16,8 @@ import type { Question } from "../api/schema.js";
 import { kindOf } from "../questions/index.js";
 import { reviewReason } from "../runner/output/columns.js";
 import type { Job } from "../runner/job.js";
-import { goldClass, infoOf, QualityInputError, readAnswers, type Gold, type QuestionInfo } from "./answers.js";
-import { displayLabels } from "./report.js";
-import { csvLine } from "./suspects.js";
+import { displayLabels, goldClass, infoOf, QualityInputError, readAnswers, type Gold, type QuestionInfo } from "./answers.js";
+import { csvLine } from "./csv-line.js";
 
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);

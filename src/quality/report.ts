@@ -11,7 +11,9 @@ import { createInterface } from "node:readline";
 import { argmax } from "../questions/distribution.js";
 import { kindOf } from "../questions/index.js";
 import type { UsageSummary } from "../runner/output/usage.js";
-import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
+import { displayLabels, QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
+
+export { displayLabels } from "./answers.js";
 import type { Assessment } from "./assess.js";
 import { headlineOf, METRIC_TABLE, metricsOf, metricText, type Metric } from "./metric-table.js";
 import { breaches, describeBreach, parseConditions, type Breach, type Condition } from "./gate.js";
@@ -401,11 +403,6 @@ async function readErrors(path: string): Promise<NonNullable<RunReport["errors"]
     }
   }
   return out;
-}
-
-/** Labels as people read them: no/yes for a noul, level texts for a score when known. */
-export function displayLabels(q: { type: QuestionInfo["type"]; labels: string[]; levels?: unknown[] | undefined }): string[] {
-  return kindOf(q).displayLabels(q);
 }
 
 const tally = (n: number) => n.toLocaleString("en-US");

@@ -14,9 +14,9 @@
 import { createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { QuestionInfo } from "./answers.js";
-import { QualityInputError } from "./answers.js";
-import type { Assessment, Rows } from "./assess.js";
-import { displayLabels } from "./report.js";
+import { displayLabels, QualityInputError } from "./answers.js";
+import type { Rows } from "./rows.js";
+import { csvCell, csvLine } from "./csv-line.js";
 import { orderBy } from "./metrics.js";
 
 /** One suspect gold row, as the file and the report show it. */
@@ -276,16 +276,6 @@ export class Suspects {
   }
 }
 
-/** One CSV line (RFC 4180 quoting); csv-stringify per row took 4x the time of JSON.stringify on a million-row gold file. */
-export function csvLine(cells: readonly (string | number)[]): string {
-  return `${cells.map(csvCell).join(",")}\n`;
-}
-
-/** One CSV cell: a number as JavaScript prints it, a string quoted when it must be. */
-function csvCell(c: string | number): string {
-  return typeof c === "number" ? String(c) : /[",\r\n]|^\s|\s$/.test(c) ? `"${c.replaceAll('"', '""')}"` : c;
-}
-
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
@@ -293,11 +283,6 @@ function compareText(a: string, b: string): number {
 /** `from` permuted by `order`. */
 function permuted(order: Int32Array, from: Int32Array): Int32Array {
   return Int32Array.from(order, (i) => from[i] as number);
-}
-
-/** Rows {id, gold, model label, probability} for a report's suspects section. */
-export function suspectRows(a: Assessment): { id: string; question: string; gold: string; model_label: string; probability: number }[] {
-  return (a.suspects?.top ?? []).map((r) => ({ id: r.id, question: r.question, gold: r.gold, model_label: r.model_label, probability: r.probability }));
 }
 
 /** The suspects part of the terminal table. */
