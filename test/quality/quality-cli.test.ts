@@ -15,12 +15,16 @@ import type { CalibrationFile } from "../../src/quality/calibrate.js";
 import type { Assessment } from "../../src/quality/assess.js";
 import { displayLabels, type RunReport } from "../../src/quality/report.js";
 import type { UsageSummary } from "../../src/runner/output/usage.js";
-import { BIN } from "../support/cli.js";
+import { BIN, runInProcess } from "../support/cli.js";
 import { whenFile } from "../support/watch.js";
 import { generatedModel, TINY } from "../support/models.js";
 
 let modelPath: string;
 let dir: string;
+
+/** The quality commands in this process (same parser and boundary as the CLI): the process itself is not what these tests are about. */
+const inProcess = (args: string[], env: Record<string, string> = {}) =>
+  runInProcess(args, { TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn", ...env });
 
 function cli(args: string[], env: Record<string, string> = {}) {
   const r = spawnSync(process.execPath, [BIN, ...args], {
@@ -109,7 +113,8 @@ beforeAll(() => {
 }, 300_000);
 
 describe("assess", () => {
-  it("reports every metric of each type, the same numbers on every run, and the same from CSV as from JSONL answers", () => {
+  it("reports every metric of each type, the same numbers on every run, and the same from CSV as from JSONL answers", async () => {
+    // The real process once (end to end); the other assess cases run in this process.
     const a = cli(["assess", out, "--gold", gold, "--json"]);
     expect(a.code).toBe(0);
     const assessment = JSON.parse(a.stdout) as Assessment;
@@ -134,56 +139,56 @@ describe("assess", () => {
       expect(q.risk_coverage.at.map((p) => p.coverage)).toEqual([0.5, 0.8, 0.9, 1]);
       expect(q.label_mass).toBeDefined(); // the embedded model's answers carry label mass
     }
-    expect(cli(["assess", out, "--gold", gold, "--json"]).stdout).toBe(a.stdout);
-    const fromCsv = JSON.parse(cli(["assess", outCsv, "--gold", gold, "--json", "--job", jobPath]).stdout) as Assessment;
+    expect((await inProcess(["assess", out, "--gold", gold, "--json"])).stdout).toBe(a.stdout);
+    const fromCsv = JSON.parse((await inProcess(["assess", outCsv, "--gold", gold, "--json", "--job", jobPath])).stdout) as Assessment;
     fromCsv.questions.forEach((q, i) => {
       for (const [m, v] of Object.entries(q.metrics)) expect(v).toBeCloseTo(assessment.questions[i]!.metrics[m]!, 9);
     });
   });
 
-  it("--fail-if exits 4 when a condition holds and 0 when none does; an unknown metric is exit 2", () => {
-    const a = JSON.parse(cli(["assess", out, "--gold", gold, "--json"]).stdout) as Assessment;
+  it("--fail-if exits 4 when a condition holds and 0 when none does; an unknown metric is exit 2", async () => {
+    const a = JSON.parse((await inProcess(["assess", out, "--gold", gold, "--json"])).stdout) as Assessment;
     const acc = a.questions.find((q) => q.name === "team")!.metrics["accuracy"]!;
-    const failing = cli(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc + 0.01},urgent.ece>2`]);
+    const failing = await inProcess(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc + 0.01},urgent.ece>2`]);
     expect(failing.code).toBe(4);
     expect(failing.stderr).toMatch(/quality gate failed: team\.accuracy</);
     expect(failing.stderr).not.toMatch(/urgent\.ece/);
-    expect(cli(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc - 0.01}`]).code).toBe(0);
-    const unknown = cli(["assess", out, "--gold", gold, "--fail-if", "team.f2<0.5"]);
+    expect((await inProcess(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc - 0.01}`])).code).toBe(0);
+    const unknown = await inProcess(["assess", out, "--gold", gold, "--fail-if", "team.f2<0.5"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/has no metric "f2"/);
   });
 
-  it("refuses bad gold files with the row and field, exit 2, and writes no report", () => {
-    const cases: [string, string, RegExp][] = [
-      ["unknown-id.csv", "id,team\nT1,billing\nX9,billing\n", /1 gold id is not in .*X9 \(gold line 3\).*--allow-unmatched/],
-      ["bad-option.csv", "id,team\nT1,billing\nT2,refunds\n", /line 3, field team: "refunds" is not an option of team; options: shipping, billing, product/],
-      ["bad-noul.jsonl", '{"id": "T1", "urgent": "maybe"}\n', /line 1, field urgent: "maybe" is not a noul label/],
-      ["bad-level.csv", "id,mood\nT1,7\n", /line 2, field mood: level "7" is outside 0\.\.2/],
-      ["empty.csv", "", /holds no gold rows/],
-      ["no-question.csv", "id,colour\nT1,red\n", /labels none of the questions/],
-      ["twice.csv", "id,team\nT1,billing\nT1,shipping\n", /line 3: id "T1" is labeled twice \(first on line 2\)/],
-    ];
-    for (const [name, content, message] of cases) {
-      const html = join(dir, `${name}.html`);
-      const r = cli(["assess", out, "--gold", file(name, content), "--html", html]);
-      expect(r.code, name).toBe(2);
-      expect(r.stderr, name).toMatch(message);
-      expect(r.stderr, name).not.toMatch(/\n\s+at /); // no stack trace
-      expect(existsSync(html), name).toBe(false);
-    }
-    // With the job naming a question the answers lack.
+  const badGold: [string, string, RegExp][] = [
+    ["unknown-id.csv", "id,team\nT1,billing\nX9,billing\n", /1 gold id is not in .*X9 \(gold line 3\).*--allow-unmatched/],
+    ["bad-option.csv", "id,team\nT1,billing\nT2,refunds\n", /line 3, field team: "refunds" is not an option of team; options: shipping, billing, product/],
+    ["bad-noul.jsonl", '{"id": "T1", "urgent": "maybe"}\n', /line 1, field urgent: "maybe" is not a noul label/],
+    ["bad-level.csv", "id,mood\nT1,7\n", /line 2, field mood: level "7" is outside 0\.\.2/],
+    ["empty.csv", "", /holds no gold rows/],
+    ["no-question.csv", "id,colour\nT1,red\n", /labels none of the questions/],
+    ["twice.csv", "id,team\nT1,billing\nT1,shipping\n", /line 3: id "T1" is labeled twice \(first on line 2\)/],
+  ];
+  it.each(badGold)("refuses a bad gold file (%s) with the row and field, exit 2, and writes no report", async (name, content, message) => {
+    const html = join(dir, `${name}.html`);
+    const r = await inProcess(["assess", out, "--gold", file(name, content), "--html", html]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(existsSync(html)).toBe(false);
+  });
+
+  it("refuses a job naming a question the answers lack, exit 2", async () => {
     const extra = file("extra-job.json", JSON.stringify({ ...job, questions: { ...questions, language: { type: "noul" } } }));
-    const r = cli(["assess", out, "--gold", gold, "--job", extra]);
+    const r = await inProcess(["assess", out, "--gold", gold, "--job", extra]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/no answer to language/);
   });
 });
 
 describe("calibrate and run --calibration", () => {
-  it("fits on gold, records the model identity, and a run applies it with the raw probabilities kept", () => {
+  it("fits on gold, records the model identity, and a run applies it with the raw probabilities kept", async () => {
     const cal = join(dir, "cal.json");
-    const r = cli(["calibrate", out, "--gold", gold, "--job", jobPath, "--method", "temperature", "-o", cal]);
+    const r = await inProcess(["calibrate", out, "--gold", gold, "--job", jobPath, "--method", "temperature", "-o", cal]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/held out \(5-fold\): log loss/);
     const file = JSON.parse(readFileSync(cal, "utf8")) as CalibrationFile;
@@ -210,9 +215,9 @@ describe("calibrate and run --calibration", () => {
     expect(Object.keys(summary.calibration!.questions).sort()).toEqual(["mood", "team", "urgent"]);
   });
 
-  it("refuses a calibration fitted for other weights unless forced", () => {
+  it("refuses a calibration fitted for other weights unless forced", async () => {
     const cal = join(dir, "cal2.json");
-    expect(cli(["calibrate", out, "--gold", gold, "-o", cal]).code).toBe(0);
+    expect((await inProcess(["calibrate", out, "--gold", gold, "-o", cal])).code).toBe(0);
     // Other weights: the same shapes with another seed.
     const other = generatedModel({ ...TINY, shape: { ...TINY.shape, seed: TINY.shape.seed + 1 } });
     const refused = cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", join(dir, "other.jsonl"), "--calibration", cal, "--model-path", other]);
@@ -257,13 +262,13 @@ describe("calibrate and run --calibration", () => {
     expect(summary.calibration!.questions["team"]!.moved).toBeGreaterThan(0);
   }, 90_000);
 
-  it("thresholds picks, per question, a cut whose accepted rows reach the target", () => {
-    const r = cli(["thresholds", out, "--gold", gold, "--target-accuracy", "0.6", "--json"]);
+  it("thresholds picks, per question, a cut whose accepted rows reach the target", async () => {
+    const r = await inProcess(["thresholds", out, "--gold", gold, "--target-accuracy", "0.6", "--json"]);
     expect(r.code).toBe(0);
     const list = JSON.parse(r.stdout) as { question: string; threshold: number | null; accuracy: number; coverage: number }[];
     expect(list.map((t) => t.question).sort()).toEqual(["mood", "team", "urgent"]);
     for (const t of list) if (t.threshold !== null) expect(t.accuracy).toBeGreaterThanOrEqual(0.6);
-    expect(cli(["thresholds", out, "--gold", gold, "--target-accuracy", "1.5"]).code).toBe(2);
+    expect((await inProcess(["thresholds", out, "--gold", gold, "--target-accuracy", "1.5"])).code).toBe(2);
   });
 });
 
@@ -351,9 +356,10 @@ function earlierRun(name: string): string {
 }
 
 describe("report", () => {
-  it("compares two runs: shift, agreement and the flipped records", () => {
+  it("compares two runs: shift, agreement and the flipped records", async () => {
     const earlierPath = earlierRun("earlier.jsonl");
     const html = join(dir, "report.html");
+    // The real process once (end to end); the other report cases run in this process.
     const r = cli(["report", out, "--compare", earlierPath, "-o", html, "--json"]);
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout) as {
@@ -369,15 +375,15 @@ describe("report", () => {
     expect(existsSync(html)).toBe(true);
   });
 
-  it("--fail-if is a drift gate: exit 4 naming each breach on its own line, 0 when the night is close enough", () => {
+  it("--fail-if is a drift gate: exit 4 naming each breach on its own line, 0 when the night is close enough", async () => {
     const earlierPath = earlierRun("drift-earlier.jsonl");
     const html = join(dir, "drift.html");
     // Random weights give tiny label masses (1e-11 and up): the label-mass limits are set from this night's own figures.
-    const plain = JSON.parse(cli(["report", out, "--compare", earlierPath, "--json", "-o", html]).stdout) as RunReport;
+    const plain = JSON.parse((await inProcess(["report", out, "--compare", earlierPath, "--json", "-o", html])).stdout) as RunReport;
     const masses = Object.fromEntries(plain.questions.map((q) => [q.name, q.mean_label_mass!]));
     const below = Math.min(...Object.values(masses)) / 2;
     const gate = `team.agreement<0.9,urgent.psi>0.2,label_mass<${below}`;
-    const failed = cli(["report", out, "--compare", earlierPath, "--fail-if", gate, "-o", html, "--json"]);
+    const failed = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", gate, "-o", html, "--json"]);
     expect(failed.code).toBe(4);
     const report = JSON.parse(failed.stdout) as RunReport;
     const agreement = report.compare!.shifts.find((s) => s.question === "team")!.agreement;
@@ -392,7 +398,7 @@ describe("report", () => {
     expect(urgent.psi_earlier).toHaveLength(10);
     expect(readFileSync(html, "utf8")).toContain("Drift gate failed");
     // A bare metric checks every question: each breach its own line.
-    const every = cli(["report", out, "--compare", earlierPath, "--fail-if", "agreement<1.01", "-o", html]);
+    const every = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", "agreement<1.01", "-o", html]);
     expect(every.code).toBe(4);
     expect(
       every.stderr
@@ -400,16 +406,16 @@ describe("report", () => {
         .split("\n")
         .map((l) => l.replace(/ = .*/, "")),
     ).toEqual(["typed-eval: drift gate: urgent.agreement", "typed-eval: drift gate: team.agreement", "typed-eval: drift gate: mood.agreement"]);
-    const mass = cli(["report", out, "--compare", earlierPath, "--fail-if", `mood.label_mass<${masses["mood"]! * 2}`, "-o", html]);
+    const mass = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", `mood.label_mass<${masses["mood"]! * 2}`, "-o", html]);
     expect(mass.code).toBe(4);
     expect(mass.stderr).toMatch(/^typed-eval: drift gate: mood\.label_mass = \S+, breaking mood\.label_mass</);
-    const passed = cli(["report", out, "--compare", earlierPath, "--fail-if", `team.agreement<0.5,psi>5,label_mass<${below}`, "-o", html]);
+    const passed = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", `team.agreement<0.5,psi>5,label_mass<${below}`, "-o", html]);
     expect(passed.stderr).toBe("");
     expect(passed.code).toBe(0);
     expect(readFileSync(html, "utf8")).toContain("Drift gate passed");
   });
 
-  it("--fail-if names an unknown metric or question in one line, exit 2, and writes no report", () => {
+  it("--fail-if names an unknown metric or question in one line, exit 2, and writes no report", async () => {
     const cases: [string[], RegExp][] = [
       [
         ["--compare", out, "--fail-if", "team.pis>0.2"],
@@ -424,24 +430,24 @@ describe("report", () => {
     ];
     for (const [args, message] of cases) {
       const html = join(dir, "never.html");
-      const r = cli(["report", out, "-o", html, ...args]);
+      const r = await inProcess(["report", out, "-o", html, ...args]);
       expect(r.code, args.join(" ")).toBe(2);
       expect(r.stderr).toMatch(message);
       expect(existsSync(html)).toBe(false);
     }
-    const folder = cli(["report", out, "-o", dir]);
+    const folder = await inProcess(["report", out, "-o", dir]);
     expect(folder.code).toBe(2);
     expect(folder.stderr).toMatch(/^typed-eval: cannot write --output .*: it is a directory, not a file; choose another path\n$/);
   });
 
-  it("gives the same report from CSV and Parquet answers as from JSONL: level names, shares, histograms, label mass", () => {
-    const report = (path: string) => JSON.parse(cli(["report", path, "--json", "-o", join(dir, "same.html")]).stdout) as RunReport;
-    const jsonl = report(out);
+  it("gives the same report from CSV and Parquet answers as from JSONL: level names, shares, histograms, label mass", async () => {
+    const report = async (path: string) => JSON.parse((await inProcess(["report", path, "--json", "-o", join(dir, "same.html")])).stdout) as RunReport;
+    const jsonl = await report(out);
     const mood = jsonl.questions.find((q) => q.name === "mood")!;
     expect(displayLabels(mood)).toEqual(["0: calm", "1: annoyed", "2: angry"]);
     expect(mood.label_mass_rows).toBe(N);
     for (const path of [outCsv, outParquet]) {
-      const other = report(path);
+      const other = await report(path);
       expect(other.questions.map((q) => displayLabels(q))).toEqual(jsonl.questions.map((q) => displayLabels(q)));
       other.questions.forEach((q, i) => {
         const want = jsonl.questions[i]!;
@@ -452,7 +458,7 @@ describe("report", () => {
         expect(q.mean_label_mass).toBeCloseTo(want.mean_label_mass!, 12);
         q.mean_probabilities.forEach((p, j) => expect(p).toBeCloseTo(want.mean_probabilities[j]!, 12));
       });
-      const text = cli(["report", path, "-o", join(dir, "same.html")]).stdout;
+      const text = (await inProcess(["report", path, "-o", join(dir, "same.html")])).stdout;
       expect(text).toMatch(/mood \(score\): 0: calm \d/);
       expect(readFileSync(join(dir, "same.html"), "utf8")).toContain("0: calm");
     }
