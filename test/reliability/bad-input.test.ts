@@ -42,7 +42,11 @@ const jsonl = (path: string) =>
     .map((l) => JSON.parse(l) as ErrorRow);
 
 /** Runs a JSONL input whose line 2 is hostile between good lines 1 and 3: the good ones are answered, the bad one is an error row. */
-async function oneBadLine(name: string, bad: Buffer | string, run = cli): Promise<ErrorRow> {
+async function oneBadLine(
+  name: string,
+  bad: Buffer | string,
+  run: (args: string[]) => Promise<{ code: number | null; stderr: string }> = cli,
+): Promise<ErrorRow> {
   const input = join(dir, `${name}.jsonl`);
   writeFileSync(input, Buffer.concat([Buffer.from(`${good(1)}\n`), Buffer.from(bad), Buffer.from(`\n${good(3)}\n`)]));
   const out = join(dir, `${name}.out.jsonl`);
