@@ -341,14 +341,14 @@ describe("model lineage with --model-path", () => {
 
 describe("resume after kill -9", () => {
   it("loses nothing and writes every record exactly once", async () => {
-    const n = 400;
+    const n = 200;
     const input = file("k.jsonl", tickets(n).join("\n"));
     const out = join(dir, "k.out.jsonl");
     const args = [BIN, "run", input, "--job", jobPath(), "-o", out];
     const env = { ...process.env, TYPED_EVAL_MODEL_PATH: modelPath, TYPED_EVAL_LOG_LEVEL: "warn" };
     const child = spawn(process.execPath, args, { cwd: dir, env, stdio: "ignore" });
     // Kill it once a good share of records is journaled, and what the run spent so far (at the default 1,200 requests/min,
-    // the 400 records take 20 s: the run cannot end first).
+    // the 200 records take 10 s: the run cannot end first).
     const journal = `${out}.journal`;
     const when = await whenFile(journal, (text) => text.split("\n").length > 60 && text.includes('"k":"run"'), child);
     expect(when, "the run finished before it could be killed").toBe("ready");
@@ -358,7 +358,7 @@ describe("resume after kill -9", () => {
     const before = readFileSync(journal, "utf8")
       .split("\n")
       .filter((l) => l.includes('"k":"answer"')).length;
-    // The rerun is not about pacing: at the default rate its 340-odd records would take 17 s.
+    // The rerun is not about pacing: at the default rate its 140-odd records would take 7 s.
     const rerun = await run(["run", input, "--job", jobPath(), "-o", out, "--rpm", "1e6"]);
     expect(rerun.code).toBe(0);
     const answers = rows(out);
