@@ -159,9 +159,10 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       await put(`in/${name}.jsonl`, lines("m", n));
       const cwd = join(dir, name);
       mkdirSync(cwd, { recursive: true });
-      const args = runArgs(`s3://data/in/${name}.jsonl`, `s3://data/out/${name}.jsonl`, ["--journal-flush", "0.2", "--storage-retry", "1"]);
-      // Slow enough answers that the store's outage (1 s of retries) ends the run with records still to send,
-      // however fast the machine: 140 records after the fault take about 3.5 s at 4 in flight.
+      const args = runArgs(`s3://data/in/${name}.jsonl`, `s3://data/out/${name}.jsonl`, ["--journal-flush", "0.2", "--storage-retry", "0.5"]);
+      // Slow enough answers that the store's outage (0.5 s of retries for each write) ends the run with records still to send,
+      // however fast the machine: 140 records after the fault take about 3.5 s at 4 in flight. Each write the stopping run
+      // still tries waits out that window: at 1 s, the first run took 7 s instead of 3.
       delayMs = 100;
       onRequest = (count) => {
         if (count === 60) proxy.faults([fault.rule]);
