@@ -79,8 +79,9 @@ function exec(file: string, args: string[], options: { env: Record<string, strin
 /** Last night's answers of a shard: tonight's as they are (no drift), or with every ticket sent to one team (drift). */
 async function putLastNight(part: string, drifted: boolean): Promise<void> {
   const rows = await objectRows(`answers/${day}/${part}.jsonl`);
-  const first = rows[0]?.answers["team"] as { probabilities: Record<string, number> } | undefined;
-  const teams = Object.keys(first?.probabilities ?? {});
+  const first = rows[0];
+  if (first === undefined) throw new Error(`answers/${day}/${part}.jsonl holds no answers to copy as last night's`);
+  const teams = Object.keys((first.answers["team"] as { probabilities: Record<string, number> }).probabilities);
   const last = rows.map((row) => {
     if (!drifted) return row;
     const probabilities = Object.fromEntries(teams.map((t) => [t, t === "other" ? 1 : 0]));

@@ -159,9 +159,10 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       await put(`in/${name}.jsonl`, lines("m", n));
       const cwd = join(dir, name);
       mkdirSync(cwd, { recursive: true });
-      const args = runArgs(`s3://data/in/${name}.jsonl`, `s3://data/out/${name}.jsonl`, ["--journal-flush", "0.2", "--storage-retry", "1"]);
-      // Slow enough answers that the store's outage (1 s of retries) ends the run with records still to send,
-      // however fast the machine: 140 records after the fault take about 3.5 s at 4 in flight.
+      const args = runArgs(`s3://data/in/${name}.jsonl`, `s3://data/out/${name}.jsonl`, ["--journal-flush", "0.2", "--storage-retry", "0.5"]);
+      // Slow enough answers that the store's outage (0.5 s of retries for each write) ends the run with records still to send,
+      // however fast the machine: 140 records after the fault take about 3.5 s at 4 in flight. Each write the stopping run
+      // still tries waits out that window: at 1 s, the first run took 7 s instead of 3.
       delayMs = 100;
       onRequest = (count) => {
         if (count === 60) proxy.faults([fault.rule]);
@@ -174,8 +175,10 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       expect(verdictIn(cwd)).toBe("storage-unavailable");
       const sentFirst = requests;
       expect(sentFirst).toBeLessThan(n);
-      // The store is back: the rerun on this machine resumes from the local copy, ahead of S3.
+      // The store is back: the rerun on this machine resumes from the local copy, ahead of S3 (answers at full speed:
+      // only the first run needed slow ones).
       proxy.faults([]);
+      delayMs = 5;
       const second = await runCli(args, { cwd, env: env() });
       expect(second.stderr).not.toMatch(STACK);
       expect(second.code).toBe(0);
@@ -253,6 +256,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
     expect(stoppedAfter).toBeLessThan(20_000);
     proxy.faults([]);
     onRequest = () => undefined;
+    delayMs = 5;
     const second = await runCli(args, { cwd, env: env() });
     expect(second.stderr).not.toMatch(STACK);
     expect(second.code).toBe(0);
@@ -346,10 +350,11 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
     it("a failed run's empty journal does not block the next real run on the same output", async () => {
       reset();
       const { cwd } = localRun("empty-journal", 5);
-      // A first run on another input that finishes no record: its endpoint is unreachable.
+      // A first run on another input that finishes no record: its endpoint is unreachable (no retries: their backoff
+      // is not what is tested, and took 15 s).
       writeFileSync(join(cwd, "other.jsonl"), lines("o", 3));
       const failed = await runCli(
-        runArgs("other.jsonl", "out.jsonl").map((a) => (a === upstream.url ? `http://127.0.0.1:${deadPort()}` : a)),
+        runArgs("other.jsonl", "out.jsonl", ["--max-retries", "0"]).map((a) => (a === upstream.url ? `http://127.0.0.1:${deadPort()}` : a)),
         { cwd, env: env() },
       );
       expect(failed.code).toBe(3);

@@ -256,7 +256,25 @@ describe("an endpoint that fails everything", () => {
       const jobPath = join(dir, "down.job.json");
       writeFileSync(jobPath, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
       const out = join(dir, "down.out.jsonl");
-      const args = ["run", input, "--job", jobPath, "-o", out, "--base-url", base, "--max-retries", "0", "--max-failures-in-a-row", "10", "--concurrency", "2"];
+      // --rpm: the rerun's 200 records took 10 s at the default rate, which is not what this case tests.
+      const args = [
+        "run",
+        input,
+        "--job",
+        jobPath,
+        "-o",
+        out,
+        "--base-url",
+        base,
+        "--max-retries",
+        "0",
+        "--max-failures-in-a-row",
+        "10",
+        "--concurrency",
+        "2",
+        "--rpm",
+        "1e6",
+      ];
       const options = { cwd: dir, env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k" } };
       const down = await runCli(args, options);
       expect(down.code).toBe(3);

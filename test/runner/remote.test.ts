@@ -56,9 +56,10 @@ const lines = (path: string) =>
 
 describe("run --base-url against our own server", () => {
   it("answers every record through HTTP with the server's model id, with no warning on the way", async () => {
-    // More records than Node's default of 10 listeners on one abort signal, all in flight at once.
+    // More records than Node's default of 10 listeners on one abort signal, all in flight at once (--rpm: at the default
+    // rate they were sent 20 a second).
     const { input, jobPath, out } = setup("ours", 40);
-    const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", oursUrl], { TYPED_EVAL_API_KEY: KEYS.all });
+    const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", oursUrl, "--rpm", "1e6"], { TYPED_EVAL_API_KEY: KEYS.all });
     expect(r.code).toBe(0);
     expect(r.stderr).not.toMatch(/Warning/);
     const rows = lines(out) as unknown as { id: string; model: string }[];
@@ -107,7 +108,7 @@ describe("run --base-url against a faulty upstream", () => {
     const url = upstream.url;
     try {
       const { input, jobPath, out } = setup("faulty", 30, [7, 19]);
-      const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--concurrency", "4"], { TYPED_EVAL_API_KEY: "k" });
+      const r = await cli(["run", input, "--job", jobPath, "-o", out, "--base-url", url, "--concurrency", "4", "--rpm", "1e6"], { TYPED_EVAL_API_KEY: "k" });
       expect(r.code).toBe(1);
       const answered = lines(out).map((row) => row.id);
       const failed = lines(`${out}.errors.jsonl`);

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
-import { BIN, runCli } from "../support/cli.js";
+import { BIN, runCli, runInProcess } from "../support/cli.js";
 import { sendJson, startUpstream } from "../support/upstream.js";
 import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -74,6 +74,15 @@ const env = () => ({
 });
 
 const cli = (args: string[]) => runCli(args, { cwd: dir, env: env() });
+/** In this process, where what is read and written is the point (the logger's lines are not seen). */
+const inProcess = (args: string[]) => {
+  const { AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, TYPED_EVAL_MODEL_PATH } = env();
+  return runInProcess(
+    args,
+    { AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, TYPED_EVAL_MODEL_PATH, TYPED_EVAL_LOG_LEVEL: "error" },
+    { cwd: dir },
+  );
+};
 
 async function put(key: string, body: string): Promise<void> {
   await client.send(new PutObjectCommand({ Bucket: "data", Key: key, Body: body }));
@@ -109,7 +118,7 @@ describe("S3", () => {
     await put("batch/part-1.jsonl", records(10, 3));
     await put("batch/part-2.jsonl", records(13, 4));
     const out = join(dir, "prefix.jsonl");
-    const r = await cli(["run", "s3://data/batch/", "--job", jobFile(), "-o", out]);
+    const r = await inProcess(["run", "s3://data/batch/", "--job", jobFile(), "-o", out]);
     expect(r.code).toBe(0);
     const { readFileSync } = await import("node:fs");
     const rows = readFileSync(out, "utf8")
@@ -126,7 +135,7 @@ describe("S3", () => {
     await put("in/big.jsonl", big);
     const job = join(dir, "big-job.json");
     writeFileSync(job, JSON.stringify({ state: "text", id: "id", keep: ["pad"], questions: { ok: { type: "noul" } } }));
-    const r = await cli(["run", "s3://data/in/big.jsonl", "--job", job, "-o", "s3://data/out/big.jsonl"]);
+    const r = await inProcess(["run", "s3://data/in/big.jsonl", "--job", job, "-o", "s3://data/out/big.jsonl"]);
     expect(r.code).toBe(0);
     const text = await get("out/big.jsonl");
     expect(text.length).toBeGreaterThan(10 * 1024 * 1024);
@@ -136,7 +145,7 @@ describe("S3", () => {
   it("reads a zero-byte object as an empty input: exit 6, an empty output", async () => {
     await put("in/empty.jsonl", "");
     const out = join(dir, "empty.jsonl");
-    const r = await cli(["run", "s3://data/in/empty.jsonl", "--job", jobFile(), "-o", out]);
+    const r = await inProcess(["run", "s3://data/in/empty.jsonl", "--job", jobFile(), "-o", out]);
     expect(r.code).toBe(6);
     expect(r.stderr).toMatch(/holds no records/);
     const { readFileSync } = await import("node:fs");
@@ -172,7 +181,8 @@ describe("S3", () => {
       await putFile("data", `pq/part-0000${part}.snappy.parquet`, local);
     }
     await put("pq/_SUCCESS", "");
-    const r = await cli(["run", "s3://data/pq/", "--job", jobFile(), "-o", "s3://data/out/pq.parquet"]);
+    // --rpm: 200 records are not about pacing (3 s of the default rate).
+    const r = await inProcess(["run", "s3://data/pq/", "--job", jobFile(), "-o", "s3://data/out/pq.parquet", "--rpm", "1e6"]);
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.code).toBe(0);
     const local = join(dir, "pq-out.parquet");
@@ -215,7 +225,7 @@ describe("S3", () => {
   }, 120_000);
 
   it("says clearly when a key does not exist, exit 6 (input absent)", async () => {
-    const r = await cli(["run", "s3://data/in/missing.jsonl", "--job", jobFile(), "-o", join(dir, "m.jsonl")]);
+    const r = await inProcess(["run", "s3://data/in/missing.jsonl", "--job", jobFile(), "-o", join(dir, "m.jsonl")]);
     expect(r.code).toBe(6);
     expect(r.stderr).toMatch(/cannot read s3:\/\/data\/in\/missing\.jsonl: no such key/);
   }, 60_000);

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
-import { BIN, runCli } from "../support/cli.js";
+import { BIN, runCli, runInProcess } from "../support/cli.js";
 import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
 import { whenFile } from "../support/watch.js";
 
@@ -42,6 +42,8 @@ afterAll(async () => {
 });
 
 const env = () => ({ ...process.env, TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_API_KEY: "k", NODE_NO_WARNINGS: "1" });
+/** In this process, where the exit code a run computes is what is tested, not the process's signals or locks. */
+const inProcess = (args: string[]) => runInProcess(args, { TYPED_EVAL_LOG_LEVEL: "error", TYPED_EVAL_API_KEY: "k" }, { cwd: dir });
 const job = () => {
   const path = join(dir, "job.json");
   writeFileSync(path, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
@@ -111,7 +113,8 @@ describe("scheduler-grade runs", () => {
   it("SIGTERM with the last records in hand (the final two windows of --concurrency): a stop, never done with records missing", async () => {
     received.clear();
     delayMs = 100;
-    const n = 400;
+    // 20 windows of 8 at 100 ms: 2 s before the last records are in hand (400 records took 5 s to get there).
+    const n = 160;
     const data = input("z", n);
     const out = join(dir, "z.out.jsonl");
     const summary = join(dir, "z.summary.json");
@@ -169,36 +172,30 @@ describe("scheduler-grade runs", () => {
     // 1 failing record in 200: 0.5%.
     const some = input("e", 200, (i) => (i === 7 ? `FAIL r${i}` : `record re${i}`));
     const strict = join(dir, "e1.out.jsonl");
-    const r1 = await runCli(["run", some, "--job", job(), "-o", strict, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0"], {
-      cwd: dir,
-      env: env(),
-    });
+    const r1 = await inProcess(["run", some, "--job", job(), "-o", strict, "--base-url", upstream.url, "--rpm", "1e6", "--max-retries", "0"]);
     expect(r1.code).toBe(1);
     const lenient = join(dir, "e2.out.jsonl");
     const summaryPath = join(dir, "xcom", "return.json");
     const { mkdirSync } = await import("node:fs");
     mkdirSync(join(dir, "xcom"), { recursive: true });
-    const r2 = await runCli(
-      [
-        "run",
-        some,
-        "--job",
-        job(),
-        "-o",
-        lenient,
-        "--base-url",
-        upstream.url,
-        "--rpm",
-        "1e6",
-        "--max-retries",
-        "0",
-        "--max-error-rate",
-        "0.01",
-        "--summary-json",
-        summaryPath,
-      ],
-      { cwd: dir, env: env() },
-    );
+    const r2 = await inProcess([
+      "run",
+      some,
+      "--job",
+      job(),
+      "-o",
+      lenient,
+      "--base-url",
+      upstream.url,
+      "--rpm",
+      "1e6",
+      "--max-retries",
+      "0",
+      "--max-error-rate",
+      "0.01",
+      "--summary-json",
+      summaryPath,
+    ]);
     expect(r2.code).toBe(0);
     const summary = JSON.parse(readFileSync(summaryPath, "utf8")) as { status: string; records: { failed: number } };
     expect(summary).toEqual(JSON.parse(readFileSync(`${lenient}.usage.json`, "utf8")));
@@ -209,20 +206,27 @@ describe("scheduler-grade runs", () => {
     const wrongJob = join(dir, "wrong.json");
     writeFileSync(wrongJob, JSON.stringify({ state: "body", id: "id", questions: { ok: { type: "noul" } } }));
     const many = input("w", 5000);
-    const r3 = await runCli(["run", many, "--job", wrongJob, "-o", join(dir, "w.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6"], {
-      cwd: dir,
-      env: env(),
-    });
+    const r3 = await inProcess(["run", many, "--job", wrongJob, "-o", join(dir, "w.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6"]);
     expect(r3.code).toBe(5);
     expect(r3.stderr).toMatch(/the first 20 records all failed for the same reason \(invalid_record: record has no state field "body"\)/);
 
     const empty = join(dir, "empty.jsonl");
     writeFileSync(empty, "");
     const emptySummary = join(dir, "empty.summary.json");
-    const r4 = await runCli(
-      ["run", empty, "--job", job(), "-o", join(dir, "empty.out.jsonl"), "--base-url", upstream.url, "--rpm", "1e6", "--summary-json", emptySummary],
-      { cwd: dir, env: env() },
-    );
+    const r4 = await inProcess([
+      "run",
+      empty,
+      "--job",
+      job(),
+      "-o",
+      join(dir, "empty.out.jsonl"),
+      "--base-url",
+      upstream.url,
+      "--rpm",
+      "1e6",
+      "--summary-json",
+      emptySummary,
+    ]);
     expect(r4.code).toBe(6);
     expect(JSON.parse(readFileSync(emptySummary, "utf8"))).toMatchObject({ status: "no-input" });
   }, 60_000);

@@ -22,10 +22,12 @@ export interface CliResult {
 /**
  * Runs a command line in this process exactly as `main` does (the parser, then
  * the boundary's line and exit code for what it throws), with `env` applied
- * for its duration: seconds faster than a process, for the cases where the
- * process itself is not what is tested.
+ * for its duration (and `cwd` as the working directory, if given): seconds
+ * faster than a process, for the cases where the process itself is not what
+ * is tested. What it cannot see: the logger's lines (pino writes to fd 2
+ * itself), stdin, signals and the exit of a real process.
  */
-export async function runInProcess(argv: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+export async function runInProcess(argv: string[], env: Record<string, string | undefined> = {}, options: { cwd?: string } = {}): Promise<CliResult> {
   const { typedEval } = await import("../../src/cli/main.js");
   const { endingOf } = await import("../../src/cli/boundary.js");
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
@@ -43,6 +45,9 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
   process.stderr.write = ((chunk: string | Uint8Array) => err.push(String(chunk)) > 0) as typeof process.stderr.write;
   setEnv(env);
   process.exitCode = undefined;
+  const cwd = process.cwd();
+  // One test file per process (vitest's forks pool), its tests in sequence: changing the directory reaches no other test.
+  if (options.cwd !== undefined) process.chdir(options.cwd);
   let code: number;
   try {
     await typedEval(argv);
@@ -55,6 +60,7 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
     process.stdout.write = writes.stdout;
     process.stderr.write = writes.stderr;
     setEnv(saved);
+    process.chdir(cwd);
     process.exitCode = undefined;
   }
   return { code, stdout: out.join(""), stderr: err.join("") };
