@@ -121,7 +121,8 @@ describe("scheduler-grade runs", () => {
     const args = ["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "8", "--summary-json", summary];
     const run = start(args);
     const countAnswers = (text: string) => text.split("\n").filter((l) => l.includes('"k":"answer"')).length;
-    const ready = await whenFile(`${out}.journal`, (text) => countAnswers(text) >= n - 8, run.child);
+    // Two windows from the end: 8 in flight, the last 8 read and in hand, none of them sent yet.
+    const ready = await whenFile(`${out}.journal`, (text) => countAnswers(text) >= n - 16, run.child);
     expect(ready).toBe("ready");
     run.child.kill("SIGTERM");
     const first = await run.exited;
