@@ -4,9 +4,10 @@
  * flag and every environment default that is a duration. A duration option
  * hands its handler seconds (fractional where the unit was finer).
  */
+import { parseDuration } from "../api/duration.js";
 import { UsageError } from "./exit.js";
 
-const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
+export { type Duration, parseDuration } from "../api/duration.js";
 
 /** What a duration option accepts, as its messages and help say it. */
 export const DURATION_FORMS = "500ms, 30s, 2m or 1h (a bare number is seconds)";
@@ -26,22 +27,6 @@ const MAX_SECONDS = 596 * 3600;
  * minutes of shutdown grace by writing a bare 500, but 30000 was the old default.
  */
 const LEGACY_MS_SECONDS = 300;
-
-export interface Duration {
-  seconds: number;
-  /** No unit was written. */
-  bare: boolean;
-}
-
-/** Parses `30s`, `500ms`, `1.5m`, `2h` or a bare `30` (seconds); undefined when it is none of these, or negative. */
-export function parseDuration(text: string): Duration | undefined {
-  const match = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)?\s*$/i.exec(text);
-  if (!match) return undefined;
-  const unit = match[2]?.toLowerCase();
-  const factor = unit === undefined ? 1 : UNIT_SECONDS[unit];
-  if (factor === undefined) return undefined;
-  return { seconds: Number(match[1]) * factor, bare: unit === undefined };
-}
 
 /** A duration in words for messages: `8.3 hours`, `45 seconds`. */
 export function inWords(seconds: number): string {

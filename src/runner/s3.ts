@@ -11,6 +11,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Readable } from "node:stream";
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import { parseDuration } from "../api/duration.js";
 import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
 import { systemErrorKind } from "../api/system-errors.js";
 import { SourceError } from "./input/source.js";
@@ -59,7 +60,17 @@ export const STORAGE_RETRY_MS = 120_000;
 /** Backoff between storage attempts: 250 ms doubling to 8 s, up to half of each delay taken off at random. */
 const STORAGE_BACKOFF: RetryPolicy = { maxRetries: Number.POSITIVE_INFINITY, initialMs: 250, maxBackoffMs: 8_000, jitter: 0.5, maxServerDelayMs: 0 };
 
-let retryWindowMs = Number(process.env["TYPED_EVAL_STORAGE_RETRY"]) * 1000 || STORAGE_RETRY_MS;
+/**
+ * The retry window `$TYPED_EVAL_STORAGE_RETRY` gives (`2m`, `90`, `0`), read
+ * with the CLI's parser so every command means the same by it; the default
+ * when it is unset or not a duration (`run` refuses such a value at once).
+ */
+export function storageRetryMsFrom(text: string | undefined): number {
+  const parsed = text === undefined || text === "" ? undefined : parseDuration(text);
+  return parsed === undefined ? STORAGE_RETRY_MS : parsed.seconds * 1000;
+}
+
+let retryWindowMs = storageRetryMsFrom(process.env["TYPED_EVAL_STORAGE_RETRY"]);
 
 /** Sets how long storage calls retry transient failures (`--storage-retry`, `$TYPED_EVAL_STORAGE_RETRY` seconds). */
 export function setStorageRetry(seconds: number): void {

@@ -1,7 +1,7 @@
 /** The one storage retry policy: what is retried, for how long, and what ends as the storage verdict. */
 import { afterEach, describe, expect, it } from "vitest";
 import { checkFailure } from "../../src/runner/check.js";
-import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, withStorageStop } from "../../src/runner/s3.js";
+import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, storageRetryMsFrom, withStorageStop } from "../../src/runner/s3.js";
 import { isStorageFailure, StorageError } from "../../src/runner/verdict.js";
 
 const http = (status: number, name = "Error") => Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
@@ -10,6 +10,16 @@ const net = (code: string) => Object.assign(new Error(code), { code });
 afterEach(() => setStorageRetry(STORAGE_RETRY_MS / 1000));
 
 describe("storage retries", () => {
+  it("read $TYPED_EVAL_STORAGE_RETRY as the CLI does, for every command: units, a bare number in seconds, 0", () => {
+    expect(storageRetryMsFrom("2m")).toBe(120_000);
+    expect(storageRetryMsFrom("90")).toBe(90_000);
+    expect(storageRetryMsFrom("500ms")).toBe(500);
+    expect(storageRetryMsFrom("0")).toBe(0);
+    expect(storageRetryMsFrom(undefined)).toBe(STORAGE_RETRY_MS);
+    expect(storageRetryMsFrom("")).toBe(STORAGE_RETRY_MS);
+    expect(storageRetryMsFrom("soon")).toBe(STORAGE_RETRY_MS);
+  });
+
   it("classifies 5xx, 408, 429, resets, refusals and timeouts as transient; 403, 404 and 412 not", () => {
     for (const e of [http(500), http(503), http(408), http(429), net("ECONNRESET"), net("ECONNREFUSED"), net("ETIMEDOUT"), { name: "TimeoutError" }])
       expect(isTransient(e)).toBe(true);
