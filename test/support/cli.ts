@@ -60,7 +60,8 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
     process.stdout.write = writes.stdout;
     process.stderr.write = writes.stderr;
     setEnv(saved);
-    process.chdir(cwd);
+    // Only when it was changed: a test running as another user (the permission cases) may not enter the checkout again.
+    if (options.cwd !== undefined) process.chdir(cwd);
     process.exitCode = undefined;
   }
   return { code, stdout: out.join(""), stderr: err.join("") };
