@@ -1,15 +1,29 @@
-/** The server benchmarks' client: POST /v1/systemone over a keep-alive `node:http` agent, in this process or in a child of its own. */
+/**
+ * The server benchmarks' clients: POST /v1/systemone over a keep-alive
+ * `node:http` agent, or as bytes on one keep-alive socket (the minimal
+ * client), in this process or in a child of its own.
+ */
 import { fork } from "node:child_process";
 import { type Agent, request as httpRequest } from "node:http";
+import { connect, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { SystemOneRequest } from "../src/api/schema.js";
 import { KEYS } from "../test/server/helpers.js";
 
-/** A function that POSTs a request to the server on `port` and resolves when it answers 200. */
+/**
+ * Which client posts: `node` is node:http's (a ClientRequest and an IncomingMessage stream per call, what
+ * a Node caller typically uses); `minimal` writes the request's bytes on a socket and reads the answer by its
+ * Content-Length, so that what it measures is the server and the loopback, not a client library's own work.
+ */
+export type ClientKind = "node" | "minimal";
+
 /** What the bench sends its client process (server-client.ts), and what comes back. */
-export type ClientMessage = { post: number; port: number; body: SystemOneRequest } | { saturate: number; port: number; clients: number; seconds: number };
+export type ClientMessage =
+  | { post: number; port: number; body: SystemOneRequest; client: ClientKind }
+  | { saturate: number; port: number; clients: number; seconds: number };
 export type ClientReply = { post: number; sent: string; received: string } | { saturate: number; done: number; seconds: number } | { failed: string };
 
+/** A function that POSTs a request to the server on `port` and resolves when it answers 200. */
 export function systemOnePoster(port: number, agent: Agent): (body: SystemOneRequest) => Promise<void> {
   return (body) =>
     new Promise<void>((resolve, reject) => {
@@ -34,6 +48,57 @@ export function systemOnePoster(port: number, agent: Agent): (body: SystemOneReq
 }
 
 /**
+ * The minimal client: one keep-alive socket, the request written as one HTTP/1.1 message, the answer
+ * framed by its Content-Length (the server always sends one). One request at a time.
+ */
+export function minimalPoster(port: number): { post: (body: SystemOneRequest) => Promise<void>; close: () => void } {
+  let socket: Socket | undefined;
+  let received: Buffer = Buffer.alloc(0);
+  let waiting: { resolve: () => void; reject: (error: Error) => void } | undefined;
+  const fail = (error: Error) => {
+    socket = undefined;
+    const w = waiting;
+    waiting = undefined;
+    w?.reject(error);
+  };
+  const onData = (chunk: Buffer) => {
+    received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
+    const end = received.indexOf("\r\n\r\n");
+    if (end < 0 || !waiting) return;
+    const head = received.subarray(0, end).toString("latin1");
+    const length = Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? Number.NaN);
+    if (Number.isNaN(length)) return fail(new Error(`answer without Content-Length: ${head.split("\r\n")[0]}`));
+    if (received.length < end + 4 + length) return;
+    const body = received.subarray(end + 4, end + 4 + length).toString("utf8");
+    received = received.subarray(end + 4 + length);
+    const w = waiting;
+    waiting = undefined;
+    if (head.startsWith("HTTP/1.1 200 ")) w.resolve();
+    else w.reject(new Error(`${head.split("\r\n")[0]}: ${body}`));
+  };
+  const open = () => {
+    const s = connect({ host: "127.0.0.1", port, noDelay: true });
+    s.on("data", onData);
+    s.on("error", fail);
+    s.on("close", () => fail(new Error("the server closed the connection")));
+    return s;
+  };
+  return {
+    post: (body) =>
+      new Promise<void>((resolve, reject) => {
+        const json = JSON.stringify(body);
+        waiting = { resolve, reject };
+        socket ??= open();
+        socket.write(
+          `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${KEYS.all}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`,
+        );
+      }),
+    close: () => socket?.destroy(),
+  };
+}
+
+/**
  * The benchmarks' request: a short ticket, a noul and a 3-option choice. `tag` makes the record its own
  * (the engine keeps each sequence's prefix: a record seen before would find its state cached).
  */
@@ -47,8 +112,8 @@ export function benchRequest(tag: string, i: number): SystemOneRequest {
 
 /** An HTTP client in a child process (bench/server-client.ts), so its work runs beside the server's rather than inside it. */
 export interface ForkedClient {
-  /** POSTs `body`; resolves when the child has the whole answer. */
-  post(port: number, body: SystemOneRequest): Promise<Posted>;
+  /** POSTs `body` with the `client` kind (default node:http); resolves when the child has the whole answer. */
+  post(port: number, body: SystemOneRequest, client?: ClientKind): Promise<Posted>;
   /** Requests answered per second with `clients` requests kept in flight for `seconds`. */
   saturate(port: number, clients: number, seconds: number): Promise<number>;
   close(): void;
@@ -80,8 +145,8 @@ export async function forkClient(): Promise<ForkedClient> {
       child.send(message);
     });
   return {
-    async post(port, body) {
-      const reply = await ask({ post: serial++, port, body });
+    async post(port, body, client = "node") {
+      const reply = await ask({ post: serial++, port, body, client });
       if (!("sent" in reply)) throw new Error("bench client: unexpected reply");
       const sent = BigInt(reply.sent);
       const received = BigInt(reply.received);

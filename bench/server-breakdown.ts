@@ -3,7 +3,7 @@
  * Not a `*.bench.ts` (it prints a breakdown, not a ratio). CPU time per call
  * (process.cpuUsage, so a crowded machine's waits do not count), median of
  * rounds: each stage of a POST /v1/systemone alone. Then whole HTTP round
- * trips, the keep-alive node:http client in a child process, against a bare
+ * trips, the minimal client (http-client.ts) in a child process, against a bare
  * node:http server, a bare fastify route, and the app with an evaluator that
  * answers at once (log level silent and info): wall time added and this
  * process's CPU, with handlers that answer at once and handlers that first
@@ -109,7 +109,7 @@ const bare = createServer((req, res) => {
   req.on("data", (c: Buffer) => (text += c.toString()));
   req.on("end", () => {
     JSON.parse(text);
-    void pause(wait).then(() => res.writeHead(200, { "content-type": "application/json" }).end(fixed));
+    void pause(wait).then(() => res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(fixed) }).end(fixed));
   });
 });
 await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
@@ -162,12 +162,12 @@ for (const [name, port] of trips) {
   for (const ms of [0, WAIT_MS]) {
     wait = ms;
     const calls = ms ? 200 : 1000;
-    for (let i = 0; i < 50; i++) await client.post(port, requests[i % 8] as SystemOneRequest);
+    for (let i = 0; i < 50; i++) await client.post(port, requests[i % 8] as SystemOneRequest, "minimal");
     const tally = new CpuTally();
     const added: number[] = [];
     const stop = tally.start();
     for (let i = 0; i < calls; i++) {
-      const posted = await client.post(port, requests[i % 8] as SystemOneRequest);
+      const posted = await client.post(port, requests[i % 8] as SystemOneRequest, "minimal");
       added.push(posted.ms - ms);
     }
     stop();

@@ -3,25 +3,27 @@
  * `npx tsx bench/server-timeline.ts` (BENCH_REQUESTS, default 200).
  *
  * Three paths interleaved, each call a record of its own, rotating which goes
- * first: the evaluator called directly, POSTed by a client in a child process,
- * and POSTed by a client in this process. Timestamps on one monotonic clock
- * (process.hrtime.bigint, shared with the child): the client's send, the
- * server's request event, its hooks, the token estimate, the evaluator call,
- * onSend, and the client's end of answer; this process's CPU over the
+ * first: the evaluator called directly, POSTed to the app and POSTed to a bare
+ * node:http server with the same evaluator and no checks, both by the minimal
+ * client in a child process (http-client.ts). Timestamps on one monotonic
+ * clock (process.hrtime.bigint, shared with the child): the client's send, the
+ * server's request event, the app's hooks, the token estimate, the evaluator
+ * call, onSend, and the client's end of answer; this process's CPU over the
  * segments before, during and after the evaluator call. Then CPU per request
  * by thread and GC pauses per path, which a crowded machine's waits do not
  * distort.
  */
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Agent } from "node:http";
 import { PerformanceObserver } from "node:perf_hooks";
+import type { SystemOneRequest } from "../src/api/schema.js";
 import type { ModelSet } from "../src/evaluator/evaluator.js";
 import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
 import { testAccounts, testRouter } from "../test/server/helpers.js";
 import { median } from "./harness.js";
-import { benchRequest, forkClient, systemOnePoster } from "./http-client.js";
+import { benchRequest, forkClient } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
 const N = Number(process.env["BENCH_REQUESTS"] ?? 200);
@@ -79,21 +81,38 @@ app.addHook("onSend", (_request, _reply, payload, done) => {
 });
 await app.listen({ host: "127.0.0.1", port: 0 });
 const port = (app.server.address() as AddressInfo).port;
-app.server.prependListener("request", (_req, res) => {
-  mark["arrive"] = now();
-  cpuAt["arrive"] = cpuNow();
-  res.once("finish", () => {
-    mark["finish"] = now();
-    cpuAt["finish"] = cpuNow();
+// The floor: node:http with the same (timed) evaluator and nothing else.
+const bare = createServer((req, res) => {
+  let text = "";
+  req.setEncoding("utf8");
+  req.on("data", (chunk: string) => (text += chunk));
+  req.on("end", () => {
+    void timed.evaluate(JSON.parse(text) as SystemOneRequest).then(({ response }) => {
+      const json = JSON.stringify(response);
+      mark["send"] = now();
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+      res.end(json);
+    });
   });
 });
+await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
+const barePort = (bare.address() as AddressInfo).port;
+for (const server of [app.server, bare]) {
+  server.prependListener("request", (_req, res) => {
+    mark["arrive"] = now();
+    cpuAt["arrive"] = cpuNow();
+    res.once("finish", () => {
+      mark["finish"] = now();
+      cpuAt["finish"] = cpuNow();
+    });
+  });
+}
 const client = await forkClient();
-const inProcess = systemOnePoster(port, new Agent({ keepAlive: true, maxSockets: 32 }));
 let serial = 0;
 for (let i = 0; i < 20; i++) {
   await router.evaluate(benchRequest(`warm ${serial++}`, i));
-  await client.post(port, benchRequest(`warm ${serial++}`, i));
-  await inProcess(benchRequest(`warm ${serial++}`, i));
+  await client.post(port, benchRequest(`warm ${serial++}`, i), "minimal");
+  await client.post(barePort, benchRequest(`warm ${serial++}`, i), "minimal");
 }
 
 const rows = new Map<string, number[]>();
@@ -104,9 +123,9 @@ const cpuRow = (name: string, from: NodeJS.CpuUsage | undefined, to: NodeJS.CpuU
   row(`${name} (CPU µs)`, to.user + to.system - from.user - from.system);
 };
 
-const cpu = { direct: new CpuTally(), http: new CpuTally() };
-const gcs = { direct: { count: 0, ms: 0 }, http: { count: 0, ms: 0 } };
-let gcPath: "direct" | "http" | undefined;
+const cpu = { direct: new CpuTally(), http: new CpuTally(), bare: new CpuTally() };
+const gcs = { direct: { count: 0, ms: 0 }, http: { count: 0, ms: 0 }, bare: { count: 0, ms: 0 } };
+let gcPath: keyof typeof gcs | undefined;
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) {
     if (!gcPath) continue;
@@ -131,15 +150,26 @@ const direct = async (i: number) => {
   gcPath = undefined;
   stop();
 };
-const http = async (i: number) => {
+/** One POST by the minimal client in the child, to the app or to the bare server, with the server's marks. */
+const viaHttp = (path: "http" | "bare") => async (i: number) => {
   mark = {};
-  const stop = cpu.http.start();
-  gcPath = "http";
-  const posted = await client.post(port, benchRequest(`h ${serial++}`, i));
+  const stop = cpu[path].start();
+  gcPath = path;
+  const posted = await client.post(path === "http" ? port : barePort, benchRequest(`${path} ${serial++}`, i), "minimal");
   gcPath = undefined;
   stop();
   const m = mark as Record<"arrive" | "hooked" | "parsed" | "estimate" | "estimated" | "evaluate" | "evaluated" | "send" | "finish", bigint>;
-  row("HTTP, client in a child process", posted.ms);
+  if (path === "bare") {
+    row("bare node:http, same evaluator", posted.ms);
+    row("  client sent -> bare server's request event", ms(posted.sent, m.arrive));
+    row("  request event -> evaluate (body, JSON.parse)", ms(m.arrive, m.evaluate));
+    row("  evaluate, incl. tokenize", ms(m.evaluate, m.evaluated));
+    row("  evaluate -> response written (serialise)", ms(m.evaluated, m.send));
+    row("  response written -> client has the answer", ms(m.send, posted.received));
+    row("  response written -> finished (server side)", ms(m.send, m.finish));
+    return;
+  }
+  row("the app", posted.ms);
   row("  client sent -> server request event", ms(posted.sent, m.arrive));
   row("  request event -> onRequest hooks done", ms(m.arrive, m.hooked));
   row("  hooks done -> body parsed", ms(m.hooked, m.parsed));
@@ -154,27 +184,28 @@ const http = async (i: number) => {
   cpuRow("  evaluate", cpuAt["evaluate"], cpuAt["evaluated"]);
   cpuRow("  evaluated -> response finished", cpuAt["evaluated"], cpuAt["finish"]);
 };
-const local = async (i: number) => {
-  const t = now();
-  await inProcess(benchRequest(`l ${serial++}`, i));
-  row("HTTP, client in this process", ms(t, now()));
-};
-const paths = [direct, http, local];
+const paths = [direct, viaHttp("http"), viaHttp("bare")];
 for (let i = 0; i < N; i++) {
   for (let k = 0; k < paths.length; k++) await (paths[(i + k) % paths.length] as (i: number) => Promise<void>)(i);
 }
 client.close();
 await app.close();
+await new Promise((resolve) => bare.close(resolve));
 await router.close();
 
 console.log(`p50 over ${N} requests per path (ms):`);
 for (const [name, values] of rows) console.log(`  ${name.padEnd(48)} ${median(values).toFixed(3).padStart(8)}`);
 const p50 = (name: string) => median(rows.get(name) ?? [Number.NaN]);
-console.log(`  ${"added at p50, client in a child process".padEnd(48)} ${(p50("HTTP, client in a child process") - p50("direct")).toFixed(3).padStart(8)}`);
-console.log(`  ${"added at p50, client in this process".padEnd(48)} ${(p50("HTTP, client in this process") - p50("direct")).toFixed(3).padStart(8)}`);
-console.log("CPU µs per request, this process (HTTP includes the IPC to the client):   direct     HTTP");
+console.log(`  ${"added at p50, the app".padEnd(48)} ${(p50("the app") - p50("direct")).toFixed(3).padStart(8)}`);
+console.log(`  ${"added at p50, bare node:http".padEnd(48)} ${(p50("bare node:http, same evaluator") - p50("direct")).toFixed(3).padStart(8)}`);
+console.log("CPU µs per request, this process (HTTP includes the IPC to the client):   direct      app     bare");
 for (const name of new Set([...cpu.direct.byThread.keys(), ...cpu.http.byThread.keys()])) {
   const per = (t: CpuTally) => ((t.byThread.get(name) ?? 0) / N / 1000).toFixed(0).padStart(8);
-  if (per(cpu.direct).trim() !== "0" || per(cpu.http).trim() !== "0") console.log(`  ${name.padEnd(72)} ${per(cpu.direct)} ${per(cpu.http)}`);
+  const cells = [cpu.direct, cpu.http, cpu.bare].map(per);
+  if (cells.some((c) => c.trim() !== "0")) console.log(`  ${name.padEnd(72)} ${cells.join(" ")}`);
 }
-console.log(`GC pauses: direct ${gcs.direct.count} (${gcs.direct.ms.toFixed(1)} ms), HTTP ${gcs.http.count} (${gcs.http.ms.toFixed(1)} ms)`);
+console.log(
+  `GC pauses: ${Object.entries(gcs)
+    .map(([path, g]) => `${path} ${g.count} (${g.ms.toFixed(1)} ms)`)
+    .join(", ")}`,
+);

@@ -1,13 +1,23 @@
 /**
  * Server overhead: the same kind of request to the same tiny generated model,
  * called directly on the evaluator and POSTed over loopback HTTP, interleaved
- * (each call a record of its own, the paths alternating which goes first);
- * then requests/s at saturation with 16 concurrent clients.
+ * (each call a record of its own, the paths rotating which goes first); then
+ * requests/s at saturation with 16 concurrent clients.
  *
- * The HTTP client runs in a child process (bench/server-client.ts), as a real
- * client does: in this process its request building, parsing and writes
- * would count as the server's added latency. The server logs at info (to a
- * sink), as `serve` does.
+ * The HTTP clients run in a child process (bench/server-client.ts), as a real
+ * client does: in this process their request building, parsing and writes
+ * would count as the server's added latency. Four paths, side by side:
+ * - direct: `evaluate` called in this process;
+ * - the app, minimal client: the request's bytes on a keep-alive socket, the
+ *   answer read by its Content-Length. What it adds over the direct call is
+ *   the server's added latency: the app, node's HTTP stack and the loopback
+ *   (the goal is judged here);
+ * - the app, node:http client: the same plus what node:http's client costs
+ *   on its side (a ClientRequest and a response stream per call);
+ * - a bare node:http server with the same evaluator and no check at all
+ *   (parse, evaluate, stringify), minimal client: the floor any Node server
+ *   pays on this machine, so "app - bare" is what the app's checks cost.
+ * The app logs at info (to a sink), as `serve` does.
  *
  * Run twice: llama.cpp on 1 thread, so the HTTP work has a core of its own
  * (the goal is judged here), and on both cores, where any work on the main
@@ -16,9 +26,12 @@
  * Wall times on a crowded machine are noise, so the run also reports the
  * load average and this process's CPU per request on each path.
  */
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loadavg } from "node:os";
 import { Writable } from "node:stream";
+import type { SystemOneRequest } from "../src/api/schema.js";
+import type { ModelSet } from "../src/evaluator/evaluator.js";
 import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
@@ -40,6 +53,27 @@ const sink = new Writable({
   },
 });
 
+/** The floor: node:http with the same evaluator and nothing else (no auth, validation, limits, ids, metrics or log). */
+async function bareServer(evaluator: ModelSet): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    let text = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => (text += chunk));
+    req.on("end", () => {
+      void evaluator.evaluate(JSON.parse(text) as SystemOneRequest).then(({ response }) => {
+        const json = JSON.stringify(response);
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+        res.end(json);
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+const PATHS = ["direct", "app, minimal client", "app, node:http client", "bare node:http, minimal client"] as const;
+type Path = (typeof PATHS)[number];
+
 async function measure(threads: number) {
   const { router } = await testRouter(threads);
   const app = buildServer({
@@ -51,40 +85,32 @@ async function measure(threads: number) {
   });
   await app.listen({ host: "127.0.0.1", port: 0 });
   const port = (app.server.address() as AddressInfo).port;
+  const bare = await bareServer(router);
   const client = await forkClient();
   let serial = 0;
   const next = (i: number) => benchRequest(String(serial++), i);
-  // Both paths warmed alike: the engine keeps the shared system text between requests.
-  for (let i = 0; i < 20; i++) {
-    await router.evaluate(next(i));
-    await client.post(port, next(i));
-  }
-  const load = [loadavg()[0] as number];
-  const direct: number[] = [];
-  const http: number[] = [];
-  const cpu = { direct: new CpuTally(), http: new CpuTally() };
-  const cpuOf = async (path: "direct" | "http", fn: () => Promise<number>) => {
-    const stop = cpu[path].start();
-    const ms = await fn();
-    stop();
-    return ms;
+  const call: Record<Path, (body: SystemOneRequest) => Promise<number>> = {
+    direct: async (body) => {
+      const start = process.hrtime.bigint();
+      await router.evaluate(body);
+      return Number(process.hrtime.bigint() - start) / 1e6;
+    },
+    "app, minimal client": async (body) => (await client.post(port, body, "minimal")).ms,
+    "app, node:http client": async (body) => (await client.post(port, body, "node")).ms,
+    "bare node:http, minimal client": async (body) => (await client.post(bare.port, body, "minimal")).ms,
   };
+  // Every path warmed alike: the engine keeps the shared system text between requests.
+  for (let i = 0; i < 20; i++) for (const path of PATHS) await call[path](next(i));
+  const load = [loadavg()[0] as number];
+  const wall = Object.fromEntries(PATHS.map((p) => [p, [] as number[]])) as Record<Path, number[]>;
+  const cpu = Object.fromEntries(PATHS.map((p) => [p, new CpuTally()])) as Record<Path, CpuTally>;
   for (let i = 0; i < N; i++) {
-    const [a, b] = [next(i), next(i)];
-    const d = () =>
-      cpuOf("direct", async () => {
-        const start = process.hrtime.bigint();
-        await router.evaluate(a);
-        return Number(process.hrtime.bigint() - start) / 1e6;
-      });
-    const h = () => cpuOf("http", async () => (await client.post(port, b)).ms);
-    // Alternate which path goes first, so neither always follows the other.
-    if (i % 2 === 0) {
-      direct.push(await d());
-      http.push(await h());
-    } else {
-      http.push(await h());
-      direct.push(await d());
+    // Rotate which path goes first, so none always follows another.
+    for (let k = 0; k < PATHS.length; k++) {
+      const path = PATHS[(i + k) % PATHS.length] as Path;
+      const stop = cpu[path].start();
+      wall[path].push(await call[path](next(i)));
+      stop();
     }
     if (i === N >> 1) load.push(loadavg()[0] as number);
   }
@@ -93,12 +119,13 @@ async function measure(threads: number) {
   const rps = await client.saturate(port, 16, seconds);
   client.close();
   await app.close();
+  await new Promise((resolve) => bare.server.close(resolve));
   await router.close();
   return {
-    p50: [percentile(direct, 50), percentile(http, 50)] as const,
-    p99: [percentile(direct, 99), percentile(http, 99)] as const,
+    p50: (path: Path) => percentile(wall[path], 50),
+    p99: (path: Path) => percentile(wall[path], 99),
     // This process only: the server, the engine's threads, and the IPC to the client (tens of µs).
-    cpu: [cpu.direct.perCall(N), cpu.http.perCall(N)] as const,
+    cpu: (path: Path) => cpu[path].perCall(N),
     load: median(load),
     rps,
   };
@@ -116,17 +143,24 @@ const benchmark: Benchmark = {
       const m = await measure(threads);
       const tag = `llama ${threads} thread${threads > 1 ? "s" : ""}`;
       figures[`${tag}: load average (1 min) during`] = m.load;
-      figures[`${tag}: direct p50 ms`] = m.p50[0];
-      figures[`${tag}: direct p99 ms`] = m.p99[0];
-      figures[`${tag}: HTTP p50 ms`] = m.p50[1];
-      figures[`${tag}: HTTP p99 ms`] = m.p99[1];
-      figures[`${tag}: added at p99 ms`] = m.p99[1] - m.p99[0];
-      figures[`${tag}: server main thread CPU µs/request, direct`] = m.cpu[0].main;
-      figures[`${tag}: server main thread CPU µs/request, HTTP`] = m.cpu[1].main;
-      figures[`${tag}: server other threads CPU µs/request, direct`] = m.cpu[0].others;
-      figures[`${tag}: server other threads CPU µs/request, HTTP`] = m.cpu[1].others;
-      figures[`${tag}: 16 clients, requests/s`] = m.rps;
-      ratios.push({ name: `${tag}: added at p50 (ms)`, value: m.p50[1] - m.p50[0], ...(threads === 1 ? { goal: { max: 1 } } : {}) });
+      for (const path of PATHS) {
+        figures[`${tag}: ${path}: p50 ms`] = m.p50(path);
+        figures[`${tag}: ${path}: p99 ms`] = m.p99(path);
+        figures[`${tag}: ${path}: server main thread CPU µs/request`] = m.cpu(path).main;
+        figures[`${tag}: ${path}: server other threads CPU µs/request`] = m.cpu(path).others;
+      }
+      figures[`${tag}: 16 clients (node:http), requests/s`] = m.rps;
+      const added = (path: Path) => m.p50(path) - m.p50("direct");
+      ratios.push(
+        {
+          name: `${tag}: server added latency at p50, minimal client (ms)`,
+          value: added("app, minimal client"),
+          ...(threads === 1 ? { goal: { max: 1 } } : {}),
+        },
+        { name: `${tag}: added at p50, node:http client (ms)`, value: added("app, node:http client") },
+        { name: `${tag}: added at p50, bare node:http server (ms)`, value: added("bare node:http, minimal client") },
+        { name: `${tag}: app - bare node:http at p50 (ms)`, value: m.p50("app, minimal client") - m.p50("bare node:http, minimal client") },
+      );
     }
     return { figures, ratios };
   },
