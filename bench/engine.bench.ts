@@ -26,7 +26,8 @@ const WORDS =
     " ",
   );
 
-function questionSet(count: number): Record<string, Question> {
+/** The benchmark's question set: `count` questions cycling over noul, choice, score and a noul without criteria. */
+export function questionSet(count: number): Record<string, Question> {
   const kinds: Question[] = [
     { type: "noul", instructions: "Does the customer ask for a refund of the full amount?", criteria: { true: "They want money back", false: null } },
     {
@@ -43,6 +44,13 @@ function questionSet(count: number): Record<string, Question> {
       return [`q${i}`, { ...base, instructions: `${String(base.instructions)} (check ${i + 1})` }];
     }),
   );
+}
+
+/** A state of `tokens` tokens as the model counts them (words cycle, each about one token). */
+export function benchState(engine: { tokenize(text: string, special: boolean): unknown[] }, tokens: number): string {
+  let state = "";
+  for (let i = 0; engine.tokenize(state, false).length < tokens; i++) state += `${WORDS[(i * 7) % WORDS.length]} `;
+  return state;
 }
 
 async function peakRssDuring<T>(fn: () => Promise<T>): Promise<{ value: T; peakMiB: number }> {
@@ -70,9 +78,7 @@ const benchmark: Benchmark = {
     const path = generatedModel(QWEN25_05B_SHAPE);
     const engine = await LlamaEngine.load({ modelPath: path, contextSize: 4096, sequences: 1, threads: THREADS });
     const evaluator = new LocalEvaluator(engine, { id: "bench-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
-    // A state of STATE_TOKENS tokens as the model counts them (words cycle, each about one token).
-    let state = "";
-    for (let i = 0; engine.tokenize(state, false).length < STATE_TOKENS; i++) state += `${WORDS[(i * 7) % WORDS.length]} `;
+    const state = benchState(engine, STATE_TOKENS);
     // Each request a record of its own (a new first word): sequences keep their prefix between requests,
     // and the same state twice would measure the cache, not the work on a state.
     let serial = 0;

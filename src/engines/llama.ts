@@ -124,12 +124,29 @@ export function chunkSizes(count: number, chunk: number): number[] {
 
 /**
  * The decodes a prefix goes through: the shared part in chunks of its own,
- * then the rest in chunks counted from the end of the shared part. Fixed by
- * the lengths alone, so a kept decode is one a cold run would make.
+ * then the rest cut at multiples of `chunk` counted from the prefix's start
+ * (the first piece runs up to the next multiple). Fixed by the lengths alone,
+ * so a kept decode is one a cold run would make, and never a one-token decode.
+ *
+ * Why multiples: a decode attends over the cache up to its last token, so a
+ * chunk that ends past a multiple pays for cells its neighbour pays for
+ * again. Measured with bench/engine-ab.ts on the 0.5B-shaped model, 2,092-
+ * token state: 5.7-6.6% less time for the state than chunks counted from the
+ * end of the system text (answers differ from those by about 1e-6, as any
+ * other cut would; states under `chunk` minus the system text are cut as before).
  */
 export function prefixChunks(length: number, shared: number, chunk: number): number[] {
   const head = Math.max(0, Math.min(shared, length));
-  return [...chunkSizes(head, chunk), ...chunkSizes(length - head, chunk)];
+  const rest = length - head;
+  const first = chunk - (head % chunk);
+  const aligned = rest > first ? [first, ...chunkSizes(rest - first, chunk)] : [];
+  const n = aligned.length;
+  if (n >= 2 && aligned[n - 1] === 1) {
+    aligned[n - 2]! -= 1;
+    aligned[n - 1] = 2;
+  }
+  const usable = aligned.length > 0 && aligned.every((size) => size >= 2);
+  return [...chunkSizes(head, chunk), ...(usable ? aligned : chunkSizes(rest, chunk))];
 }
 
 /** What a sequence holds from its last request: the prefix and the sizes of the decodes it went through. */

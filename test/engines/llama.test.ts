@@ -93,26 +93,54 @@ describe("chunkSizes", () => {
 });
 
 describe("prefixChunks and keptTokens", () => {
-  it("cuts the shared part off in decodes of its own, the rest counted from its end", () => {
-    expect(prefixChunks(600, 80, 256)).toEqual([80, 256, 256, 8]);
-    expect(prefixChunks(337, 80, 256)).toEqual([80, 255, 2]);
+  it("cuts the shared part off in decodes of its own, the rest at multiples of the chunk size", () => {
+    // The bench's 2,092-token state after an 85-token system text: up to 512, then every 512.
+    expect(prefixChunks(2092, 85, 512)).toEqual([85, 427, 512, 512, 512, 44]);
+    expect(prefixChunks(600, 80, 256)).toEqual([80, 176, 256, 88]);
+    // A rest within the first piece is one decode; a lone last token borrows one from the decode before.
+    expect(prefixChunks(337, 80, 256)).toEqual([80, 176, 81]);
+    expect(prefixChunks(200, 80, 256)).toEqual([80, 120]);
+    expect(prefixChunks(513, 80, 256)).toEqual([80, 176, 255, 2]);
+    // A first piece of one token would be a one-row decode: the rest is cut as it comes.
+    expect(prefixChunks(513, 511, 512)).toEqual([511, 2]);
     expect(prefixChunks(600, 0, 256)).toEqual(chunkSizes(600, 256));
     expect(prefixChunks(50, 80, 256)).toEqual([50]);
+  });
+
+  it("covers the prefix in decodes of two tokens or more, at most a chunk each, the shared part's own", () => {
+    const chunk = 16;
+    for (let shared = 0; shared <= 40; shared++) {
+      for (let length = shared + 2; length <= 90; length++) {
+        const sizes = prefixChunks(length, shared, chunk);
+        expect(sizes.reduce((a, b) => a + b, 0)).toBe(length);
+        expect(sizes.slice(0, chunkSizes(shared, chunk).length)).toEqual(chunkSizes(shared, chunk));
+        expect(Math.max(...sizes)).toBeLessThanOrEqual(chunk);
+        if (shared !== 1) expect(Math.min(...sizes)).toBeGreaterThan(1);
+        // Cuts after the shared part: at multiples of the chunk size, but for the last (a lone token's fix) and the fallback of a one-token first piece.
+        let end = 0;
+        const cuts = sizes.map((size) => (end += size)).slice(chunkSizes(shared, chunk).length, -2);
+        if (shared % chunk !== chunk - 1) for (const cut of cuts) expect(cut % chunk).toBe(0);
+      }
+    }
   });
 
   it("keeps whole decodes whose tokens and cut are unchanged, never part of one", () => {
     const head = [1, 2, 3, 4];
     const held = { tokens: [...head, 5, 6, 7, 8, 9], chunks: prefixChunks(9, 4, 3) };
-    expect(held.chunks).toEqual([2, 2, 3, 2]);
+    expect(held.chunks).toEqual([2, 2, 2, 3]);
     // Same record: everything; a different record: the head; the head changed: nothing.
     expect(keptTokens(held, held.tokens, held.chunks)).toBe(9);
     expect(keptTokens(held, [...head, 0, 6, 7, 8, 9], held.chunks)).toBe(4);
     expect(keptTokens(held, [1, 2, 0, 4, 5, 6, 7, 8, 9], held.chunks)).toBe(2);
     // The record differs only in its last decode: the decodes before it stay.
-    expect(keptTokens(held, [...head, 5, 6, 7, 8, 0], held.chunks)).toBe(7);
-    // A longer record cuts its record part differently (3 + 3 + 2 against 3 + 2): the decodes up to the first different cut stay.
+    expect(keptTokens(held, [...head, 5, 6, 7, 8, 0], held.chunks)).toBe(6);
+    // A longer record with the same beginning: cuts fall at the same multiples, so every decode of the shorter stays.
     const longer = [...head, 5, 6, 7, 8, 9, 10, 11, 12];
-    expect(keptTokens(held, longer, prefixChunks(12, 4, 3))).toBe(7);
+    expect(prefixChunks(12, 4, 3)).toEqual([2, 2, 2, 3, 3]);
+    expect(keptTokens(held, longer, prefixChunks(12, 4, 3))).toBe(9);
+    // Cut otherwise at some decode (a lone-token fix moves the last cut): the decodes before the first different cut stay.
+    expect(prefixChunks(10, 4, 3)).toEqual([2, 2, 2, 2, 2]);
+    expect(keptTokens(held, longer.slice(0, 10), prefixChunks(10, 4, 3))).toBe(6);
     expect(keptTokens(undefined, longer, prefixChunks(12, 4, 3))).toBe(0);
   });
 });
