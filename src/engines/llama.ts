@@ -111,7 +111,8 @@ function logprobsFrom(output: ControlledEvaluateIndexOutput | undefined, tokens:
  * never a lone last token (a one-row decode rounds differently).
  */
 export function chunkSizes(count: number, chunk: number): number[] {
-  if (chunk < 2) throw new RangeError("chunks must hold at least two tokens");
+  // A lone last token borrows one from the chunk before: with chunks of two that one would be left alone.
+  if (chunk < 3) throw new RangeError("chunks must hold at least three tokens");
   const sizes: number[] = [];
   for (let left = count; left > 0; left -= chunk) sizes.push(Math.min(chunk, left));
   const n = sizes.length;
@@ -126,14 +127,19 @@ export function chunkSizes(count: number, chunk: number): number[] {
  * The decodes a prefix goes through: the shared part in chunks of its own,
  * then the rest cut at multiples of `chunk` counted from the prefix's start
  * (the first piece runs up to the next multiple). Fixed by the lengths alone,
- * so a kept decode is one a cold run would make, and never a one-token decode.
+ * so a kept decode is one a cold run would make. No decode holds a single
+ * token, but for a part that is one token long (a one-token shared part, or
+ * one token after it), which the evaluator's prompts never have.
  *
- * Why multiples: a decode attends over the cache up to its last token, so a
- * chunk that ends past a multiple pays for cells its neighbour pays for
- * again. Measured with bench/engine-ab.ts on the 0.5B-shaped model, 2,092-
- * token state: 5.7-6.6% less time for the state than chunks counted from the
- * end of the system text (answers differ from those by about 1e-6, as any
- * other cut would; states under `chunk` minus the system text are cut as before).
+ * Why multiples: a decode's attention spans the cache up to its last token,
+ * rounded up to a whole block of cells (the timings fit blocks of 256), so a
+ * chunk that ends just past a block boundary pays for most of a block it
+ * does not use. With the default 512 every cut after the first falls on a
+ * boundary; a `chunkTokens` that is not a multiple of 256 gets less of this.
+ * Measured with bench/engine-ab.ts on the 0.5B-shaped model, 2,092-token
+ * state: 5.7-6.8% less time for the state than chunks counted from the end
+ * of the system text (answers differ from those by about 1e-6, as any other
+ * cut would; states under `chunk` minus the system text are cut as before).
  */
 export function prefixChunks(length: number, shared: number, chunk: number): number[] {
   const head = Math.max(0, Math.min(shared, length));

@@ -83,6 +83,8 @@ describe("chunkSizes", () => {
     expect(chunkSizes(256, 256)).toEqual([256]);
     expect(chunkSizes(1, 256)).toEqual([1]);
     expect(chunkSizes(0, 256)).toEqual([]);
+    // Chunks of two would leave a lone token when one is borrowed.
+    expect(() => chunkSizes(5, 2)).toThrow(RangeError);
     for (let n = 2; n < 1100; n++) {
       const sizes = chunkSizes(n, 256);
       expect(sizes.reduce((a, b) => a + b, 0)).toBe(n);
@@ -134,7 +136,7 @@ describe("prefixChunks and keptTokens", () => {
     expect(keptTokens(held, [1, 2, 0, 4, 5, 6, 7, 8, 9], held.chunks)).toBe(2);
     // The record differs only in its last decode: the decodes before it stay.
     expect(keptTokens(held, [...head, 5, 6, 7, 8, 0], held.chunks)).toBe(6);
-    // A longer record with the same beginning: cuts fall at the same multiples, so every decode of the shorter stays.
+    // A longer record with the same beginning: here the shorter ends on a multiple, so every decode of it stays.
     const longer = [...head, 5, 6, 7, 8, 9, 10, 11, 12];
     expect(prefixChunks(12, 4, 3)).toEqual([2, 2, 2, 3, 3]);
     expect(keptTokens(held, longer, prefixChunks(12, 4, 3))).toBe(9);
