@@ -13,6 +13,10 @@
  * difference in the ratio can be told from noise: this VM drifts by 15%
  * between runs, and two runs of the same code give 16/1 ratios 5% apart.
  *
+ * Before 0b405cd an engine kept nothing between requests, so such a base
+ * evaluates the system text in every request and its 16/1 ratio has a larger
+ * denominator: compare the question decodes, not the ratios.
+ *
  * The other checkout must have the same module layout as this one
  * (src/engines/llama.ts, src/evaluator/{local,prompt}.ts), as every commit
  * since the engine's first has.
@@ -25,7 +29,7 @@ import type { SystemOneRequest } from "../src/api/schema.js";
 import type { Evaluator } from "../src/evaluator/evaluator.js";
 import { generatedModel, QWEN25_05B_SHAPE } from "../test/support/models.js";
 import { benchState, questionSet } from "./engine.bench.js";
-import { median } from "./harness.js";
+import { median, shuffler } from "./harness.js";
 
 const base = process.argv[2];
 if (!base) {
@@ -38,6 +42,8 @@ const path = generatedModel(QWEN25_05B_SHAPE);
 interface Side {
   evaluator: Evaluator;
   tokenize(text: string, special: boolean): unknown[];
+  /** Tokens before the first question (system text and state): the sides' prompts may differ. */
+  prefixTokens(request: SystemOneRequest): number;
 }
 
 /** The engine and evaluator of the checkout at `root`, loaded as the engine bench loads them. */
@@ -49,7 +55,8 @@ async function load(root: string): Promise<Side> {
   const { detectTemplate } = (await from("src/evaluator/prompt.ts")) as typeof import("../src/evaluator/prompt.js");
   const engine = await LlamaEngine.load({ modelPath: path, contextSize: 4096, sequences: 1, threads: 2 });
   const evaluator = new LocalEvaluator(engine, { id: "bench-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
-  return { evaluator, tokenize: (text, special) => engine.tokenize(text, special) };
+  const prefixTokens = (request: SystemOneRequest) => evaluator.prepare(request).prefix.length;
+  return { evaluator, tokenize: (text, special) => engine.tokenize(text, special), prefixTokens };
 }
 
 const sides = { base: await load(base), head: await load(resolve(import.meta.dirname, "..")) };
@@ -57,14 +64,21 @@ const state = benchState(sides.head, Number(process.env["BENCH_STATE_TOKENS"] ??
 let serial = 0;
 const request = (n: number): SystemOneRequest => ({ state: `#${serial++} ${state}`, model: "bench", questions: questionSet(n) });
 
-// Every decode's wall time, by position in the request. Each checkout may have node-llama-cpp installed
-// apart (its own module instance), so each side's sequence class is timed.
+// Both sides must run the same llama.cpp build, else the comparison mixes in the binaries' difference.
+const llamaOf = (root: string) => pathToFileURL(createRequire(resolve(root, "package.json")).resolve("node-llama-cpp")).href;
+if (llamaOf(base) !== llamaOf(resolve(import.meta.dirname, ".."))) {
+  console.error(`${base} has a node-llama-cpp of its own: link this checkout's node_modules into it (see the usage above)`);
+  process.exit(2);
+}
+const probe = request(1);
+console.log(`tokens before the first question: base ${sides.base.prefixTokens(probe)}, head ${sides.head.prefixTokens(probe)}`);
+
+// Every decode's wall time, by position in the request.
 let decodes: number[] = [];
-for (const root of new Set([base, resolve(import.meta.dirname, "..")])) {
-  const url = pathToFileURL(createRequire(resolve(root, "package.json")).resolve("node-llama-cpp")).href;
+{
+  const url = llamaOf(base);
   const { LlamaContextSequence } = (await import(url)) as typeof import("node-llama-cpp");
   const controlledEvaluate = LlamaContextSequence.prototype.controlledEvaluate;
-  if ((controlledEvaluate as { timed?: boolean }).timed) continue;
   const timed = async function (this: Sequence, ...args: Parameters<typeof controlledEvaluate>) {
     const start = process.hrtime.bigint();
     try {
@@ -73,7 +87,7 @@ for (const root of new Set([base, resolve(import.meta.dirname, "..")])) {
       decodes.push(Number(process.hrtime.bigint() - start) / 1e6);
     }
   } as typeof controlledEvaluate;
-  LlamaContextSequence.prototype.controlledEvaluate = Object.assign(timed, { timed: true });
+  LlamaContextSequence.prototype.controlledEvaluate = timed;
 }
 
 type Run = `${keyof typeof sides} ${1 | 16}`;
@@ -81,9 +95,10 @@ const runs: Run[] = ["base 1", "head 1", "base 16", "head 16"];
 const seconds = new Map<Run, number[]>(runs.map((r) => [r, []]));
 const perDecode = new Map<Run, number[][]>(runs.map((r) => [r, []]));
 for (const side of Object.values(sides)) await side.evaluator.evaluate(request(1)); // warm-ups
+const order = shuffler();
 for (let round = 0; round < ROUNDS; round++) {
-  for (let k = 0; k < runs.length; k++) {
-    const run = runs[(round + k) % runs.length] as Run;
+  // A fresh random order each round: no run keeps a fixed neighbour.
+  for (const run of order(runs)) {
     const [side, n] = run.split(" ") as [keyof typeof sides, string];
     decodes = [];
     const start = process.hrtime.bigint();
@@ -102,14 +117,15 @@ for (const side of Object.keys(sides) as (keyof typeof sides)[]) {
     `  ${(side === "base" ? `base (${base})` : "head (this checkout)").padEnd(36)} ${one.toFixed(2).padStart(10)} ${sixteen.toFixed(2).padStart(13)} ${(sixteen / one).toFixed(3).padStart(7)}x`,
   );
 }
-console.log("\nmedian ms per decode, 16 questions, in request order (state chunks, then one per question):");
-for (const side of Object.keys(sides) as (keyof typeof sides)[]) {
-  const all = perDecode.get(`${side} 16`) ?? [];
+// The engine bench's questions have single-token labels and short suffixes: one decode each, the last `n` of a request.
+console.log("\nmedian ms per decode, in request order (state chunks, then one per question):");
+for (const run of runs) {
+  const n = Number(run.split(" ")[1]);
+  const all = perDecode.get(run) ?? [];
   const count = Math.min(...all.map((d) => d.length));
   const each = Array.from({ length: count }, (_, i) => median(all.map((d) => d[i] as number)));
-  const questions = each.slice(-16).reduce((a, b) => a + b, 0);
-  const stateMs = each.slice(0, -16).reduce((a, b) => a + b, 0);
-  console.log(`  ${side}: ${each.map((ms) => ms.toFixed(0)).join(" ")}`);
-  console.log(`  ${side}: state ${stateMs.toFixed(0)} ms in ${count - 16} decodes, 16 questions ${questions.toFixed(0)} ms`);
+  const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0).toFixed(0);
+  console.log(`  ${run}q: ${each.map((ms) => ms.toFixed(0)).join(" ")}`);
+  console.log(`  ${run}q: state ${sum(each.slice(0, -n))} ms in ${count - n} decodes, questions ${sum(each.slice(-n))} ms`);
 }
 for (const side of Object.values(sides)) await side.evaluator.close();

@@ -46,3 +46,27 @@ export async function timeMs(fn: () => unknown, iterations: number, rounds = 7):
   }
   return median(perCall);
 }
+
+/**
+ * A seeded random order of `items` (Fisher-Yates on mulberry32): benchmarks interleaving several paths
+ * draw each round's order from it, so no path keeps a fixed neighbour (a rotation keeps the cyclic
+ * order, and what runs just before a path changes its caches and wake-ups), and a rerun draws the same orders.
+ */
+export function shuffler(seed = 1): <T>(items: readonly T[]) => T[] {
+  let state = seed >>> 0;
+  const random = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+  return (items) => {
+    const out = [...items];
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [out[i], out[j]] = [out[j] as (typeof out)[number], out[i] as (typeof out)[number]];
+    }
+    return out;
+  };
+}

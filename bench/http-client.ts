@@ -55,11 +55,11 @@ export function minimalPoster(port: number): { post: (body: SystemOneRequest) =>
   let socket: Socket | undefined;
   let received: Buffer = Buffer.alloc(0);
   let waiting: { resolve: () => void; reject: (error: Error) => void } | undefined;
-  const fail = (error: Error) => {
-    socket = undefined;
+  const settle = (error?: Error) => {
     const w = waiting;
     waiting = undefined;
-    w?.reject(error);
+    if (error) w?.reject(error);
+    else w?.resolve();
   };
   const onData = (chunk: Buffer) => {
     received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
@@ -67,25 +67,33 @@ export function minimalPoster(port: number): { post: (body: SystemOneRequest) =>
     if (end < 0 || !waiting) return;
     const head = received.subarray(0, end).toString("latin1");
     const length = Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? Number.NaN);
-    if (Number.isNaN(length)) return fail(new Error(`answer without Content-Length: ${head.split("\r\n")[0]}`));
+    if (Number.isNaN(length)) {
+      socket?.destroy();
+      return settle(new Error(`answer without Content-Length: ${head.split("\r\n")[0]}`));
+    }
     if (received.length < end + 4 + length) return;
     const body = received.subarray(end + 4, end + 4 + length).toString("utf8");
     received = received.subarray(end + 4 + length);
-    const w = waiting;
-    waiting = undefined;
-    if (head.startsWith("HTTP/1.1 200 ")) w.resolve();
-    else w.reject(new Error(`${head.split("\r\n")[0]}: ${body}`));
+    settle(head.startsWith("HTTP/1.1 200 ") ? undefined : new Error(`${head.split("\r\n")[0]}: ${body}`));
   };
   const open = () => {
     const s = connect({ host: "127.0.0.1", port, noDelay: true });
-    s.on("data", onData);
-    s.on("error", fail);
-    s.on("close", () => fail(new Error("the server closed the connection")));
+    received = Buffer.alloc(0);
+    // Events of a connection already replaced say nothing of the current request.
+    const lost = (error: Error) => {
+      if (socket !== s) return;
+      socket = undefined;
+      settle(error);
+    };
+    s.on("data", (chunk: Buffer) => socket === s && onData(chunk));
+    s.on("error", lost);
+    s.on("close", () => lost(new Error("the server closed the connection")));
     return s;
   };
   return {
     post: (body) =>
       new Promise<void>((resolve, reject) => {
+        if (waiting) throw new Error("the minimal client sends one request at a time");
         const json = JSON.stringify(body);
         waiting = { resolve, reject };
         socket ??= open();

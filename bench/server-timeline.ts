@@ -2,8 +2,8 @@
  * Where an HTTP request's extra time goes, against the direct call:
  * `npx tsx bench/server-timeline.ts` (BENCH_REQUESTS, default 200).
  *
- * Three paths interleaved, each call a record of its own, rotating which goes
- * first: the evaluator called directly, POSTed to the app and POSTed to a bare
+ * Three paths interleaved, each call a record of its own, in a fresh random
+ * order each round: the evaluator called directly, POSTed to the app and POSTed to a bare
  * node:http server with the same evaluator and no checks, both by the minimal
  * client in a child process (http-client.ts). Timestamps on one monotonic
  * clock (process.hrtime.bigint, shared with the child): the client's send, the
@@ -22,7 +22,7 @@ import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
 import { testAccounts, testRouter } from "../test/server/helpers.js";
-import { median } from "./harness.js";
+import { median, shuffler } from "./harness.js";
 import { benchRequest, forkClient } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
@@ -87,12 +87,18 @@ const bare = createServer((req, res) => {
   req.setEncoding("utf8");
   req.on("data", (chunk: string) => (text += chunk));
   req.on("end", () => {
-    void timed.evaluate(JSON.parse(text) as SystemOneRequest).then(({ response }) => {
-      const json = JSON.stringify(response);
-      mark["send"] = now();
-      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
-      res.end(json);
-    });
+    void timed
+      .evaluate(JSON.parse(text) as SystemOneRequest)
+      .then(({ response }) => {
+        const json = JSON.stringify(response);
+        mark["send"] = now();
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+        res.end(json);
+      })
+      .catch((error: unknown) => {
+        console.error(error);
+        res.writeHead(500, { "content-length": 0 }).end();
+      });
   });
 });
 await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
@@ -185,8 +191,9 @@ const viaHttp = (path: "http" | "bare") => async (i: number) => {
   cpuRow("  evaluated -> response finished", cpuAt["evaluated"], cpuAt["finish"]);
 };
 const paths = [direct, viaHttp("http"), viaHttp("bare")];
+const order = shuffler();
 for (let i = 0; i < N; i++) {
-  for (let k = 0; k < paths.length; k++) await (paths[(i + k) % paths.length] as (i: number) => Promise<void>)(i);
+  for (const path of order(paths)) await path(i);
 }
 client.close();
 await app.close();

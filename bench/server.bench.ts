@@ -1,7 +1,7 @@
 /**
  * Server overhead: the same kind of request to the same tiny generated model,
  * called directly on the evaluator and POSTed over loopback HTTP, interleaved
- * (each call a record of its own, the paths rotating which goes first); then
+ * (each call a record of its own, the paths in a fresh random order each round); then
  * requests/s at saturation with 16 concurrent clients.
  *
  * The HTTP clients run in a child process (bench/server-client.ts), as a real
@@ -36,7 +36,7 @@ import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
 import { testAccounts, testRouter } from "../test/server/helpers.js";
-import { type Benchmark, median, type Ratio } from "./harness.js";
+import { type Benchmark, median, type Ratio, shuffler } from "./harness.js";
 import { benchRequest, forkClient } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
@@ -60,11 +60,17 @@ async function bareServer(evaluator: ModelSet): Promise<{ server: Server; port: 
     req.setEncoding("utf8");
     req.on("data", (chunk: string) => (text += chunk));
     req.on("end", () => {
-      void evaluator.evaluate(JSON.parse(text) as SystemOneRequest).then(({ response }) => {
-        const json = JSON.stringify(response);
-        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
-        res.end(json);
-      });
+      void evaluator
+        .evaluate(JSON.parse(text) as SystemOneRequest)
+        .then(({ response }) => {
+          const json = JSON.stringify(response);
+          res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+          res.end(json);
+        })
+        .catch((error: unknown) => {
+          console.error(error);
+          res.writeHead(500, { "content-length": 0 }).end();
+        });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -104,10 +110,10 @@ async function measure(threads: number) {
   const load = [loadavg()[0] as number];
   const wall = Object.fromEntries(PATHS.map((p) => [p, [] as number[]])) as Record<Path, number[]>;
   const cpu = Object.fromEntries(PATHS.map((p) => [p, new CpuTally()])) as Record<Path, CpuTally>;
+  const order = shuffler();
   for (let i = 0; i < N; i++) {
-    // Rotate which path goes first, so none always follows another.
-    for (let k = 0; k < PATHS.length; k++) {
-      const path = PATHS[(i + k) % PATHS.length] as Path;
+    // A fresh random order each round, so no path always follows the same one.
+    for (const path of order(PATHS)) {
       const stop = cpu[path].start();
       wall[path].push(await call[path](next(i)));
       stop();
