@@ -13,16 +13,15 @@
  * by thread and GC pauses per path, which a crowded machine's waits do not
  * distort.
  */
-import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { PerformanceObserver } from "node:perf_hooks";
-import type { SystemOneRequest } from "../src/api/schema.js";
 import type { ModelSet } from "../src/evaluator/evaluator.js";
 import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
 import { testAccounts, testRouter } from "../test/server/helpers.js";
 import { median, shuffler } from "./harness.js";
+import { bareServer } from "./bare-server.js";
 import { benchRequest, forkClient } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
@@ -82,27 +81,9 @@ app.addHook("onSend", (_request, _reply, payload, done) => {
 await app.listen({ host: "127.0.0.1", port: 0 });
 const port = (app.server.address() as AddressInfo).port;
 // The floor: node:http with the same (timed) evaluator and nothing else.
-const bare = createServer((req, res) => {
-  let text = "";
-  req.setEncoding("utf8");
-  req.on("data", (chunk: string) => (text += chunk));
-  req.on("end", () => {
-    void timed
-      .evaluate(JSON.parse(text) as SystemOneRequest)
-      .then(({ response }) => {
-        const json = JSON.stringify(response);
-        mark["send"] = now();
-        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
-        res.end(json);
-      })
-      .catch((error: unknown) => {
-        console.error(error);
-        res.writeHead(500, { "content-length": 0 }).end();
-      });
-  });
+const { server: bare, port: barePort } = await bareServer(timed, () => {
+  mark["send"] = now();
 });
-await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
-const barePort = (bare.address() as AddressInfo).port;
 for (const server of [app.server, bare]) {
   server.prependListener("request", (_req, res) => {
     mark["arrive"] = now();

@@ -26,17 +26,16 @@
  * Wall times on a crowded machine are noise, so the run also reports the
  * load average and this process's CPU per request on each path.
  */
-import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loadavg } from "node:os";
 import { Writable } from "node:stream";
 import type { SystemOneRequest } from "../src/api/schema.js";
-import type { ModelSet } from "../src/evaluator/evaluator.js";
 import { createLogger } from "../src/logging/logger.js";
 import { buildServer } from "../src/server/app.js";
 import { RateLimiter } from "../src/server/ratelimit.js";
 import { testAccounts, testRouter } from "../test/server/helpers.js";
 import { type Benchmark, median, type Ratio, shuffler } from "./harness.js";
+import { bareServer } from "./bare-server.js";
 import { benchRequest, forkClient } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
@@ -52,30 +51,6 @@ const sink = new Writable({
     done();
   },
 });
-
-/** The floor: node:http with the same evaluator and nothing else (no auth, validation, limits, ids, metrics or log). */
-async function bareServer(evaluator: ModelSet): Promise<{ server: Server; port: number }> {
-  const server = createServer((req, res) => {
-    let text = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => (text += chunk));
-    req.on("end", () => {
-      void evaluator
-        .evaluate(JSON.parse(text) as SystemOneRequest)
-        .then(({ response }) => {
-          const json = JSON.stringify(response);
-          res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
-          res.end(json);
-        })
-        .catch((error: unknown) => {
-          console.error(error);
-          res.writeHead(500, { "content-length": 0 }).end();
-        });
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { server, port: (server.address() as AddressInfo).port };
-}
 
 const PATHS = ["direct", "app, minimal client", "app, node:http client", "bare node:http, minimal client"] as const;
 type Path = (typeof PATHS)[number];
