@@ -107,14 +107,15 @@ function logprobsFrom(output: ControlledEvaluateIndexOutput | undefined, tokens:
 }
 
 /**
- * Sizes of the chunks `count` tokens are fed in: at most `chunk` each, and
- * never a lone last token (a one-row decode rounds differently).
+ * Sizes of the chunks `count` tokens are fed in: at most `chunk` each (the
+ * first at most `first`), and never a lone last token (a one-row decode
+ * rounds differently).
  */
-export function chunkSizes(count: number, chunk: number): number[] {
+export function chunkSizes(count: number, chunk: number, first = chunk): number[] {
   // A lone last token borrows one from the chunk before: with chunks of two that one would be left alone.
   if (chunk < 3) throw new RangeError("chunks must hold at least three tokens");
   const sizes: number[] = [];
-  for (let left = count; left > 0; left -= chunk) sizes.push(Math.min(chunk, left));
+  for (let left = count, size = first; left > 0; left -= size, size = chunk) sizes.push(Math.min(size, left));
   const n = sizes.length;
   if (n >= 2 && sizes[n - 1] === 1) {
     sizes[n - 2]! -= 1;
@@ -144,15 +145,9 @@ export function chunkSizes(count: number, chunk: number): number[] {
 export function prefixChunks(length: number, shared: number, chunk: number): number[] {
   const head = Math.max(0, Math.min(shared, length));
   const rest = length - head;
-  const first = chunk - (head % chunk);
-  const aligned = rest > first ? [first, ...chunkSizes(rest - first, chunk)] : [];
-  const n = aligned.length;
-  if (n >= 2 && aligned[n - 1] === 1) {
-    aligned[n - 2]! -= 1;
-    aligned[n - 1] = 2;
-  }
-  const usable = aligned.length > 0 && aligned.every((size) => size >= 2);
-  return [...chunkSizes(head, chunk), ...(usable ? aligned : chunkSizes(rest, chunk))];
+  const aligned = chunkSizes(rest, chunk, chunk - (head % chunk));
+  // A first piece of one token (or two, one of them borrowed by a lone last token): cut the rest as it comes.
+  return [...chunkSizes(head, chunk), ...(aligned.every((size) => size >= 2) ? aligned : chunkSizes(rest, chunk))];
 }
 
 /** What a sequence holds from its last request: the prefix and the sizes of the decodes it went through. */
