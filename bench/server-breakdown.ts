@@ -10,7 +10,6 @@
  * wait as long as the engine takes.
  */
 import { randomUUID } from "node:crypto";
-import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
@@ -26,6 +25,7 @@ import { AccountStore, hashKey } from "../src/server/accounts.js";
 import { KEYS, testAccounts } from "../test/server/helpers.js";
 import { answer, FakeEvaluator } from "../test/support/fake-evaluator.js";
 import { median } from "./harness.js";
+import { bareServer } from "./bare-server.js";
 import { forkClient } from "./http-client.js";
 import { CpuTally } from "./server-cpu.js";
 
@@ -104,15 +104,8 @@ for (const [name, micros] of rows) console.log(`  ${name.padEnd(50)} ${micros.to
 const fixed = JSON.stringify(response);
 const pause = (ms: number) => (ms > 0 ? new Promise<void>((resolve) => setTimeout(resolve, ms)) : Promise.resolve());
 let wait = 0;
-const bare = createServer((req, res) => {
-  let text = "";
-  req.on("data", (c: Buffer) => (text += c.toString()));
-  req.on("end", () => {
-    JSON.parse(text);
-    void pause(wait).then(() => res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(fixed) }).end(fixed));
-  });
-});
-await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
+const fake = () => new FakeEvaluator(async (r) => pause(wait).then(() => answer(r)));
+const { server: bare, port: barePort } = await bareServer(fake());
 const fastify = Fastify();
 fastify.post("/v1/systemone", async () => {
   await pause(wait);
@@ -134,7 +127,7 @@ const unlimited = new AccountStore({
 const apps: FastifyInstance[] = [];
 for (const level of ["silent", "info"] as const) {
   const app = buildServer({
-    evaluator: new ModelRouter([{ names: ["tiny"], evaluator: new FakeEvaluator(async (r) => pause(wait).then(() => answer(r))) }]),
+    evaluator: new ModelRouter([{ names: ["tiny"], evaluator: fake() }]),
     accounts: unlimited,
     logger: createLogger({ level, destination: sink }),
     limiter: new RateLimiter(),
@@ -146,7 +139,7 @@ for (const level of ["silent", "info"] as const) {
 const portOf = (server: { address(): AddressInfo | string | null }) => (server.address() as AddressInfo).port;
 const [silentApp, infoApp] = apps as [FastifyInstance, FastifyInstance];
 const trips: [string, number][] = [
-  ["bare node:http server", portOf(bare)],
+  ["bare node:http server", barePort],
   ["bare fastify route", portOf(fastify.server)],
   ["the app, log silent", portOf(silentApp.server)],
   ["the app, log info", portOf(infoApp.server)],

@@ -187,7 +187,7 @@ const p50 = (name: string) => median(rows.get(name) ?? [Number.NaN]);
 console.log(`  ${"added at p50, the app".padEnd(48)} ${(p50("the app") - p50("direct")).toFixed(3).padStart(8)}`);
 console.log(`  ${"added at p50, bare node:http".padEnd(48)} ${(p50("bare node:http, same evaluator") - p50("direct")).toFixed(3).padStart(8)}`);
 console.log("CPU µs per request, this process (HTTP includes the IPC to the client):   direct      app     bare");
-for (const name of new Set([...cpu.direct.byThread.keys(), ...cpu.http.byThread.keys()])) {
+for (const name of new Set(Object.values(cpu).flatMap((tally) => [...tally.byThread.keys()]))) {
   const per = (t: CpuTally) => ((t.byThread.get(name) ?? 0) / N / 1000).toFixed(0).padStart(8);
   const cells = [cpu.direct, cpu.http, cpu.bare].map(per);
   if (cells.some((c) => c.trim() !== "0")) console.log(`  ${name.padEnd(72)} ${cells.join(" ")}`);
