@@ -18,8 +18,7 @@ import { InvocationError, UpstreamUnavailableError } from "../api/errors.js";
 import { EXIT, type ExitCode } from "../api/exit-codes.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { createLogger } from "../logging/logger.js";
-import { SourceError } from "../runner/input/source.js";
-import { LockLostError, StorageError, VERDICTS } from "../runner/verdict.js";
+import { LockLostError, StorageError, VERDICTS, SourceError } from "../api/verdict.js";
 
 export interface Ending {
   code: ExitCode;

@@ -13,7 +13,7 @@ import { BASE_URL_ENV, firstPrompt, prepareJob, type JobSettings, type OpenModel
 import { RUN_DEFAULTS, runLifecycle, type RunEnd, type RunProgress, type RunRequest } from "../runner/run.js";
 import { DEFAULT_LIMITS } from "../runner/send/limiter.js";
 import { S3_FLUSH_MS } from "../runner/state/s3-journal.js";
-import { VERDICTS, verdictLine } from "../runner/verdict.js";
+import { VERDICTS, verdictLine } from "../api/verdict.js";
 import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";

@@ -10,9 +10,9 @@ import { isObject } from "../questions/kind.js";
 import { valueAt } from "../runner/input/records.js";
 import { formatOf, openLocalSource, type InputFormat } from "../runner/input/sources.js";
 import { openS3Source } from "../runner/input/s3-source.js";
-import { SourceError, type Source } from "../runner/input/source.js";
+import type { Source } from "../runner/input/source.js";
 import { isS3 } from "../runner/s3.js";
-import { StorageError } from "../runner/verdict.js";
+import { StorageError, SourceError } from "../api/verdict.js";
 import { InvocationError } from "../api/errors.js";
 
 export { infoOf, type QuestionInfo } from "../questions/index.js";

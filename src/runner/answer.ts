@@ -12,7 +12,7 @@ import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { Job } from "./job.js";
 import { prepareItem, type Shard } from "./input/records.js";
-import { SourceError, type Source, type SourceItem } from "./input/source.js";
+import type { Source, SourceItem } from "./input/source.js";
 import { FailureWatch } from "./output/summary.js";
 import { costOf } from "./output/usage.js";
 import type { RunLimiter } from "./send/limiter.js";
@@ -20,7 +20,7 @@ import { forEachBounded } from "./send/loop.js";
 import { AbortRun, Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
 import type { DoneIndex, Entry, ErrorEntry } from "./state/journal.js";
-import { isStorageFailure, LockLostError, type Verdict } from "./verdict.js";
+import { isStorageFailure, LockLostError, type Verdict, SourceError } from "../api/verdict.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {

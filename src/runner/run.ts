@@ -34,7 +34,7 @@ import { Journal, type DoneIndex, type RunEntry } from "./state/journal.js";
 import { acquireLock, LockedError, type Lock } from "./state/lock.js";
 import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
 import { withStorageStop } from "./s3.js";
-import { isStorageFailure, LockLostError, type Verdict } from "./verdict.js";
+import { isStorageFailure, LockLostError, type Verdict } from "../api/verdict.js";
 import type { Job } from "./job.js";
 import { parseShard } from "./input/records.js";
 import { existsSync } from "node:fs";

@@ -14,8 +14,7 @@ import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/clien
 import { parseDuration } from "../api/duration.js";
 import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
 import { systemErrorKind } from "../api/system-errors.js";
-import { SourceError } from "./input/source.js";
-import { StorageError } from "./verdict.js";
+import { StorageError, SourceError } from "../api/verdict.js";
 
 export function isS3(location: string): boolean {
   return location.startsWith("s3://");

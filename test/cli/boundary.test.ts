@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvocationError } from "../../src/api/errors.js";
 import { EXIT } from "../../src/api/exit-codes.js";
 import { endingOf } from "../../src/cli/boundary.js";
-import { LockLostError, StorageError } from "../../src/runner/verdict.js";
+import { LockLostError, StorageError } from "../../src/api/verdict.js";
 import { quietThirdPartyNotices } from "../../src/cli/notices.js";
 import { BIN, type CliResult, runInProcess } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";

@@ -18,7 +18,7 @@ import { targetOf } from "../../src/runner/prepare.js";
 import { type OpenJournal, type RunRequest, runLifecycle } from "../../src/runner/run.js";
 import { Journal } from "../../src/runner/state/journal.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
-import { VERDICTS } from "../../src/runner/verdict.js";
+import { VERDICTS } from "../../src/api/verdict.js";
 import { runInProcess } from "../support/cli.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 

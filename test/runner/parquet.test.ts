@@ -18,9 +18,10 @@ import { localRanges, parquetItems, plainValue } from "../../src/runner/input/pa
 import { ParquetEncoder } from "../../src/runner/output/parquet.js";
 import { runJob } from "../../src/runner/run.js";
 import { itemsOf, openLocalSource } from "../../src/runner/input/sources.js";
-import { SourceError, type SourceItem } from "../../src/runner/input/source.js";
+import type { SourceItem } from "../../src/runner/input/source.js";
 import { readAnswers } from "../../src/quality/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
+import { SourceError } from "../../src/api/verdict.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-parquet-"));
 let duck: DuckDBConnection;

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { checkFailure } from "../../src/runner/check.js";
 import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, storageRetryMsFrom, withStorageStop } from "../../src/runner/s3.js";
-import { isStorageFailure, StorageError } from "../../src/runner/verdict.js";
+import { isStorageFailure, StorageError } from "../../src/api/verdict.js";
 
 const http = (status: number, name = "Error") => Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
 const net = (code: string) => Object.assign(new Error(code), { code });

@@ -2,9 +2,9 @@
 import { Readable } from "node:stream";
 import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { isMissingKey, keysUnder, objectBytes, parseS3, s3Client, storageCall } from "../s3.js";
-import { StorageError } from "../verdict.js";
+import { StorageError, SourceError } from "../../api/verdict.js";
 import { parquetItems, s3Ranges } from "./parquet.js";
-import { SourceError, type Source, type SourceItem } from "./source.js";
+import type { Source, SourceItem } from "./source.js";
 import { formatOf, itemsOf, type InputFormat, type SourceOptions } from "./sources.js";
 
 /**

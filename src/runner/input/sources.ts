@@ -11,7 +11,8 @@ import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
 import { depthExceededAt, MAX_JSON_DEPTH } from "../../api/json.js";
 import { localRanges, looksLikeParquet, parquetItems } from "./parquet.js";
-import { SourceError, type Source, type SourceItem } from "./source.js";
+import type { Source, SourceItem } from "./source.js";
+import { SourceError } from "../../api/verdict.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;

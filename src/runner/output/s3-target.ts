@@ -10,9 +10,8 @@ import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } fr
 import { dirname, join } from "node:path";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { SourceError } from "../input/source.js";
 import { parseS3, s3Client, storageCall } from "../s3.js";
-import { StorageError } from "../verdict.js";
+import { StorageError, SourceError } from "../../api/verdict.js";
 import type { OutputTarget } from "./outputs.js";
 
 /** Where S3 outputs are assembled before their upload ($TYPED_EVAL_STAGING, default .typed-eval/outputs). */

@@ -4,7 +4,7 @@
  */
 import { totalVariation } from "../../evaluator/calibration.js";
 import type { Job } from "../job.js";
-import type { Verdict } from "../verdict.js";
+import type { Verdict } from "../../api/verdict.js";
 import type { RunEntry } from "../state/journal.js";
 import type { WrittenCounts } from "./outputs.js";
 import type { PaceReport } from "../send/pacing.js";

@@ -8,7 +8,7 @@ import { describeDuplicates, type DuplicateIds } from "./duplicate-ids.js";
 export interface UsageSummary {
   /** Schema marker, so `usage` can refuse other JSON. */
   kind: "typed-eval.usage";
-  /** How the run ended: its verdict (runner/verdict.ts), kept under this name for readers of older summaries. */
+  /** How the run ended: its verdict (api/verdict.ts), kept under this name for readers of older summaries. */
   status?: string;
   /** How the run ended: done, failures, all-failed, no-input, bad-input, locked, lock-lost, storage-unavailable, aborted, stopped, internal-error. */
   verdict?: string;

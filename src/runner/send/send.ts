@@ -17,7 +17,7 @@ import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
 import type { SystemOneRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
-import { LockLostError, StorageError } from "../verdict.js";
+import { LockLostError, StorageError } from "../../api/verdict.js";
 import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
 

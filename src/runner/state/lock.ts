@@ -20,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
-import { LockLostError } from "../verdict.js";
+import { LockLostError } from "../../api/verdict.js";
 
 export interface LockHolder {
   host: string;

@@ -40,7 +40,7 @@ import { hostname } from "node:os";
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { deadHere, LockedError, type Lock, type LockHolder } from "./lock.js";
 import { describeS3Error, isMissingKey, keysUnder, parseS3, s3Client, storageCall } from "../s3.js";
-import { LockLostError, StorageError } from "../verdict.js";
+import { LockLostError, StorageError } from "../../api/verdict.js";
 
 export interface S3JournalOptions {
   flushMs?: number;

@@ -2,10 +2,14 @@
  * How a run ends: one verdict, one exit code, one line saying what happened
  * and what to do next. Every stage of a run ends in one of these; the
  * `--summary-json` file and the usage summary carry it for every verdict.
- * (The lifecycle in run.ts maps stage failures onto this table.)
+ * (The lifecycle in runner/run.ts maps stage failures onto this table.) The
+ * errors that end a run or a command in a verdict of their own (an input that
+ * cannot be read, a store that failed, a lock taken over) live here too, below
+ * the runner and the quality tools that both throw them. No I/O.
  */
-import { EXIT, type ExitCode } from "../api/exit-codes.js";
-import { systemErrorKind } from "../api/system-errors.js";
+import { InvocationError } from "./errors.js";
+import { EXIT, type ExitCode } from "./exit-codes.js";
+import { systemErrorKind } from "./system-errors.js";
 
 export type Verdict =
   | "done"
@@ -62,6 +66,17 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
     next: "rerun the same command to resume; please report this with the debug log (TYPED_EVAL_LOG_LEVEL=debug)",
   },
 };
+
+/** The run's input cannot be read: a bad invocation (exit 2), or an absent one (exit 6). */
+export class SourceError extends InvocationError {
+  override name = "SourceError";
+  /** The input is not there at all (no such file, key or objects under a prefix): a scheduler may map this to "skipped". */
+  readonly absent: boolean;
+  constructor(message: string, options: { absent?: boolean } = {}) {
+    super(message);
+    this.absent = options.absent ?? false;
+  }
+}
 
 /** A store (S3, the local disk) failed past its retries, is full, or refused a write: the run stops resumable, its journal intact. */
 export class StorageError extends Error {
