@@ -19,8 +19,8 @@ import type { SystemOneRequest, SystemOneResponse } from "../src/api/schema.js";
 import { LlamaEngine } from "../src/engines/llama.js";
 import { LocalEvaluator } from "../src/evaluator/local.js";
 import { detectTemplate } from "../src/evaluator/prompt.js";
-import { loadJob } from "../src/runner/job.js";
-import { buildRequest } from "../src/runner/input/records.js";
+import { loadJob } from "../src/records/job.js";
+import { buildRequest } from "../src/runner/input/requests.js";
 import { generatedModel, QWEN25_05B_SHAPE } from "../test/support/models.js";
 import { median, type Benchmark } from "./harness.js";
 

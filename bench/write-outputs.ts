@@ -8,7 +8,7 @@ import { pathToFileURL } from "node:url";
 
 const [root, journal, jobFile, out] = process.argv.slice(2) as [string, string, string, string];
 const outputs = (await import(pathToFileURL(join(resolve(root), "dist/runner/output/outputs.js")).href)) as typeof import("../src/runner/output/outputs.js");
-const jobs = (await import(pathToFileURL(join(resolve(root), "dist/runner/job.js")).href)) as typeof import("../src/runner/job.js");
+const jobs = (await import(pathToFileURL(join(resolve(root), "dist/records/job.js")).href)) as typeof import("../src/records/job.js");
 const job = jobs.parseJob(JSON.parse(readFileSync(jobFile, "utf8")), jobFile);
 const started = performance.now();
 const counts = await outputs.writeOutputs(journal, job, { target: outputs.localTarget(out), format: "jsonl" }, outputs.localTarget(`${out}.errors`));

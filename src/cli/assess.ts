@@ -1,7 +1,7 @@
 import { setFlagsFromString } from "node:v8";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
-import { loadJob } from "../runner/job.js";
+import { loadJob } from "../records/job.js";
 import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";

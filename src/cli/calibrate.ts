@@ -1,8 +1,8 @@
 import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import { existsSync, readFileSync } from "node:fs";
 import type { Argv, CommandModule } from "yargs";
-import { loadJob } from "../runner/job.js";
-import { isSummary } from "../runner/output/usage.js";
+import { loadJob } from "../records/job.js";
+import { isSummary } from "../records/usage.js";
 import { readAnswers, type QuestionInfo } from "../quality/answers.js";
 import { joinGold, Rows } from "../quality/assess.js";
 import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationFile, type FittedQuestion } from "../quality/calibrate.js";

@@ -1,6 +1,6 @@
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
-import { loadJob } from "../runner/job.js";
+import { loadJob } from "../records/job.js";
 import { infoOf } from "../quality/answers.js";
 import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
 import { writeFileAtomic } from "./files.js";

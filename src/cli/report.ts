@@ -1,6 +1,6 @@
 import { basename } from "node:path";
 import type { Argv, CommandModule } from "yargs";
-import { isS3 } from "../runner/s3.js";
+import { isS3 } from "../records/s3.js";
 import type { ArgsOf } from "./args.js";
 import { applyGate, displayLabels, GATE_METRICS, reportConditions, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";

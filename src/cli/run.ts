@@ -1,14 +1,14 @@
 /** `typed-eval run`: parses the options, hands them to the run's lifecycle (runner/run.ts), prints how it ended. */
 import { setFlagsFromString } from "node:v8";
-import { setStorageRetry, STORAGE_RETRY_MS } from "../runner/s3.js";
+import { setStorageRetry, STORAGE_RETRY_MS } from "../records/s3.js";
 import type { Argv, CommandModule } from "yargs";
 import { EXIT } from "../api/exit-codes.js";
 import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import { createLogger, type Logger } from "../logging/logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
-import { parseShare } from "../runner/job.js";
-import { parseShard } from "../runner/input/records.js";
-import { describe as describeUsage } from "../runner/output/usage.js";
+import { parseShare } from "../records/job.js";
+import { parseShard } from "../runner/input/requests.js";
+import { describe as describeUsage } from "../records/usage.js";
 import { BASE_URL_ENV, firstPrompt, prepareJob, type JobSettings, type OpenModel } from "../runner/prepare.js";
 import { RUN_DEFAULTS, runLifecycle, type RunEnd, type RunProgress, type RunRequest } from "../runner/run.js";
 import { DEFAULT_LIMITS } from "../runner/send/limiter.js";

@@ -1,7 +1,7 @@
 import { readJsonFile } from "../api/json.js";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
-import { isSummary, mergeSummaries, type UsageSummary } from "../runner/output/usage.js";
+import { isSummary, mergeSummaries, type UsageSummary } from "../records/usage.js";
 import { EXIT } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
 import { numeric } from "./checks.js";

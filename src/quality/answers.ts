@@ -7,13 +7,13 @@
  */
 import { findKind, kindOf, QUESTION_KINDS, type AnyKind, type ProbabilityField, type QuestionInfo } from "../questions/index.js";
 import { isObject } from "../questions/kind.js";
-import { valueAt } from "../runner/input/records.js";
-import { formatOf, openLocalSource, type InputFormat } from "../runner/input/sources.js";
-import { openS3Source } from "../runner/input/s3-source.js";
-import type { Source } from "../runner/input/source.js";
-import { isS3 } from "../runner/s3.js";
+import { formatOf, openLocalSource, type InputFormat } from "../records/sources.js";
+import { openS3Source } from "../records/s3-source.js";
+import type { Source } from "../records/source.js";
+import { isS3 } from "../records/s3.js";
 import { StorageError, SourceError } from "../api/verdict.js";
 import { InvocationError } from "../api/errors.js";
+import { valueAt } from "../records/source.js";
 
 export { infoOf, type QuestionInfo } from "../questions/index.js";
 

@@ -14,10 +14,10 @@
 import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import type { Question } from "../api/schema.js";
 import { kindOf } from "../questions/index.js";
-import { reviewReason } from "../runner/output/columns.js";
-import type { Job } from "../runner/job.js";
+import type { Job } from "../records/job.js";
 import { displayLabels, goldClass, infoOf, QualityInputError, readAnswers, type Gold, type QuestionInfo } from "./answers.js";
 import { csvLine } from "./csv-line.js";
+import { reviewReason } from "../records/review.js";
 
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);

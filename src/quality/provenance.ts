@@ -8,8 +8,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { findKind, kindOf } from "../questions/index.js";
-import { loadJob, type Job } from "../runner/job.js";
-import { isSummary, type UsageSummary } from "../runner/output/usage.js";
+import { loadJob, type Job } from "../records/job.js";
+import { isSummary, type UsageSummary } from "../records/usage.js";
 import { escapeHtml, displayPath } from "./html.js";
 
 type FileRole = "answers" | "gold" | "job" | "compare";

@@ -10,7 +10,7 @@ import { createReadStream, existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { argmax } from "../questions/distribution.js";
 import { kindOf } from "../questions/index.js";
-import type { UsageSummary } from "../runner/output/usage.js";
+import type { UsageSummary } from "../records/usage.js";
 import { displayLabels, QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
 
 export { displayLabels } from "./answers.js";

@@ -9,8 +9,8 @@ import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path";
 import { InvocationError, TypedEvalError } from "../api/errors.js";
 import { describeSystemError, systemErrorKind } from "../api/system-errors.js";
-import type { Source } from "./input/source.js";
-import { isS3 } from "./s3.js";
+import type { Source } from "../records/source.js";
+import { isS3 } from "../records/s3.js";
 import { isStorageFailure, StorageError, type Verdict, SourceError } from "../api/verdict.js";
 
 /** A stage's failure as a verdict: nothing crosses a stage as an exception. */

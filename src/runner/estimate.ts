@@ -5,10 +5,10 @@
  * requests, tokens, cost and the time the limits allow. No model is called.
  */
 import type { Evaluator } from "../evaluator/evaluator.js";
-import type { Job } from "./job.js";
-import { prepareItem, type Shard } from "./input/records.js";
-import type { Source } from "./input/source.js";
-import { costOf } from "./output/usage.js";
+import type { Job } from "../records/job.js";
+import { prepareItem, type Shard } from "./input/requests.js";
+import type { Source } from "../records/source.js";
+import { costOf } from "../records/usage.js";
 
 export interface Estimate {
   records: number;

@@ -14,16 +14,16 @@ import type { Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError, type ModelEntry } from "../models/registry.js";
 import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
 import { checkFirstRecord } from "./check.js";
-import { loadJob, parseShare, type Job } from "./job.js";
-import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/records.js";
+import { loadJob, parseShare, type Job } from "../records/job.js";
+import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/requests.js";
 import { firstRecords, sampleRecords } from "./input/selection.js";
-import { formatNamed, formatOf, openLocalSource, type InputFormat } from "./input/sources.js";
-import { openS3Source } from "./input/s3-source.js";
-import type { Source } from "./input/source.js";
+import { formatNamed, formatOf, openLocalSource, type InputFormat } from "../records/sources.js";
+import { openS3Source } from "../records/s3-source.js";
+import type { Source } from "../records/source.js";
 import { reviewThresholds } from "./output/labels.js";
 import { localTarget, type OutputFormat, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
-import { isS3 } from "./s3.js";
+import { isS3 } from "../records/s3.js";
 
 /** The environment variable that names a remote endpoint when --base-url is not given. */
 export const BASE_URL_ENV = "TYPED_EVAL_BASE_URL";

@@ -9,11 +9,11 @@ import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import { answerRecords, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
 import { checkFailure, checkFirstRecord, checkPlaces, type StageFailure } from "./check.js";
-import type { Shard } from "./input/records.js";
-import type { Source } from "./input/source.js";
+import type { Shard } from "./input/requests.js";
+import type { Source } from "../records/source.js";
 import { writeOutputs, type OutputFormat, type OutputTarget } from "./output/outputs.js";
 import { runSummary, statusOf, type SummaryBase } from "./output/summary.js";
-import { emptySummary, finish, type UsageSummary } from "./output/usage.js";
+import { emptySummary, finish, type UsageSummary, describeDuplicates } from "../records/usage.js";
 import {
   openSource,
   outputPolicy,
@@ -29,14 +29,13 @@ import {
   type ShapingSettings,
 } from "./prepare.js";
 import { RunLimiter } from "./send/limiter.js";
-import { describeDuplicates } from "./output/duplicate-ids.js";
 import { Journal, type DoneIndex, type RunEntry } from "./state/journal.js";
 import { acquireLock, LockedError, type Lock } from "./state/lock.js";
 import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
-import { withStorageStop } from "./s3.js";
+import { withStorageStop } from "../records/s3.js";
 import { isStorageFailure, LockLostError, type Verdict } from "../api/verdict.js";
-import type { Job } from "./job.js";
-import { parseShard } from "./input/records.js";
+import type { Job } from "../records/job.js";
+import { parseShard } from "./input/requests.js";
 import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { goldClass, infoOf, readAnswers, readGold, type QuestionInfo } from "../../src/quality/answers.js";
-import { loadJob } from "../../src/runner/job.js";
+import { loadJob } from "../../src/records/job.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-answers-"));
 const write = (name: string, text: string) => {

@@ -18,7 +18,7 @@ import { isLabelStudioExport, readLabelStudioGold, reviewTasks, type LabelStudio
 import type { AnswerEntry } from "../../src/runner/state/journal.js";
 import { reviewVerdict } from "../../src/runner/output/labels.js";
 import { encoderFor } from "../../src/runner/output/outputs.js";
-import type { Job } from "../../src/runner/job.js";
+import type { Job } from "../../src/records/job.js";
 import { seededRandom } from "../../src/quality/metrics.js";
 import { BIN } from "../support/cli.js";
 

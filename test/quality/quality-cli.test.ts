@@ -14,7 +14,7 @@ import { answerDistribution, applyMap } from "../../src/evaluator/calibration.js
 import type { CalibrationFile } from "../../src/quality/calibrate.js";
 import type { Assessment } from "../../src/quality/assess.js";
 import { displayLabels, type RunReport } from "../../src/quality/report.js";
-import type { UsageSummary } from "../../src/runner/output/usage.js";
+import type { UsageSummary } from "../../src/records/usage.js";
 import { BIN, runInProcess } from "../support/cli.js";
 import { whenFile } from "../support/watch.js";
 import { generatedModel, TINY } from "../support/models.js";

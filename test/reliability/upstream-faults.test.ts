@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Answer, SystemOneRequest } from "../../src/api/schema.js";
-import type { UsageSummary } from "../../src/runner/output/usage.js";
+import type { UsageSummary } from "../../src/records/usage.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { runCli } from "../support/cli.js";
 import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";

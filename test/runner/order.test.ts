@@ -6,11 +6,11 @@ import { describe, expect, it } from "vitest";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { createLogger } from "../../src/logging/logger.js";
-import { parseJob } from "../../src/runner/job.js";
+import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
 import { localTarget, writeOutputs } from "../../src/runner/output/outputs.js";
 import { runJob, type RunOptions } from "../../src/runner/run.js";
-import { openLocalSource } from "../../src/runner/input/sources.js";
+import { openLocalSource } from "../../src/records/sources.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-order-"));

@@ -11,7 +11,7 @@ import { runCli } from "../support/cli.js";
 import { sendJson, startUpstream } from "../support/upstream.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
-import type { UsageSummary } from "../../src/runner/output/usage.js";
+import type { UsageSummary } from "../../src/records/usage.js";
 import { KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.js";
 
 let dir: string;

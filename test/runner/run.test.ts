@@ -12,7 +12,7 @@ import { gzipSync } from "node:zlib";
 import { parse } from "csv-parse/sync";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneResponse } from "../../src/api/schema.js";
-import type { UsageSummary } from "../../src/runner/output/usage.js";
+import type { UsageSummary } from "../../src/records/usage.js";
 import { generatedModel, TINY } from "../support/models.js";
 import { BIN, runInProcess } from "../support/cli.js";
 import { whenFile } from "../support/watch.js";

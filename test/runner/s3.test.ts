@@ -12,7 +12,7 @@ import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generatedModel, TINY } from "../support/models.js";
 import { DuckDBInstance } from "@duckdb/node-api";
-import { plainValue } from "../../src/runner/input/parquet.js";
+import { plainValue } from "../../src/records/parquet.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 

@@ -1,7 +1,7 @@
 /** The one storage retry policy: what is retried, for how long, and what ends as the storage verdict. */
 import { afterEach, describe, expect, it } from "vitest";
 import { checkFailure } from "../../src/runner/check.js";
-import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, storageRetryMsFrom, withStorageStop } from "../../src/runner/s3.js";
+import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, storageRetryMsFrom, withStorageStop } from "../../src/records/s3.js";
 import { isStorageFailure, StorageError } from "../../src/api/verdict.js";
 
 const http = (status: number, name = "Error") => Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });

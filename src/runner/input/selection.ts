@@ -4,8 +4,8 @@
  * keep their place in the input (seq and line), so a later full run resumes
  * what a trial answered.
  */
-import { unitHash } from "./records.js";
-import type { Source, SourceItem } from "./source.js";
+import { unitHash } from "./requests.js";
+import type { Source, SourceItem } from "../../records/source.js";
 
 /** The first `n` records of a source. */
 export function firstRecords(source: Source, n: number): Source {

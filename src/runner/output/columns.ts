@@ -7,7 +7,7 @@
 import type { Answer, Question } from "../../api/schema.js";
 import { kindOf as questionKind } from "../../questions/index.js";
 import type { AnswerEntry } from "../state/journal.js";
-import type { ReviewVerdict } from "./labels.js";
+import { reviewReason, type ReviewVerdict } from "../../records/review.js";
 
 /** What one output row holds: the journal entry, the answers as written (calibrated or not), the raw ones, a review verdict. */
 export interface OutputRow {
@@ -78,13 +78,6 @@ function rawColumns(name: string, question: Question): FlatColumn[] {
     kind: "double",
     value: (r) => mapped(r.raw?.[name], (raw) => f.pick(kind.fromRaw(raw))),
   }));
-}
-
-/** Why a row is in the review file, as the flat formats write it. */
-export function reviewReason(v: ReviewVerdict | undefined): string {
-  if (!v) return "";
-  if (v.reasons.length === 0) return v.audit ? "audit sample" : "";
-  return v.reasons.map((r) => `${r.question} ${r.confidence.toFixed(3)} < ${r.threshold}`).join("; ");
 }
 
 /** A job's flat columns: id, line, model, kept fields, each question's values, usage. */

@@ -9,24 +9,13 @@
  * arrays (12 bytes a slot, at most half full: 24 MB for a million ids, about
  * what the strings alone would cost in a quarter of them). Two different ids
  * share a 64-bit hash with odds of about 3e-8 in a million: reported as a
- * repeat then, never as a lost row.
+ * repeat then, never as a lost row. (What the summary says about repeats is
+ * records/usage.ts.)
  */
+import type { DuplicateIds } from "../../records/usage.js";
 
 /** How many example ids a run reports. */
 export const DUPLICATE_EXAMPLES = 5;
-
-export interface DuplicateIds {
-  /** Rows whose id an earlier row (in input order) already had. */
-  rows: number;
-  /** The first repeats in input order: the id, the line it first appeared on, the line that repeats it. */
-  examples: { id: string; first_line: number; line: number }[];
-}
-
-/** One line for people: how many rows repeat an id, and the first of them. */
-export function describeDuplicates(d: DuplicateIds): string {
-  const shown = d.examples.map((e) => `${JSON.stringify(e.id)} (lines ${e.first_line} and ${e.line})`).join(", ");
-  return `${d.rows.toLocaleString("en-US")} row${d.rows === 1 ? " repeats an id" : "s repeat an id"} an earlier row has, such as ${shown}: every row is kept; assess, calibrate and report key rows by id and line`;
-}
 
 /** Two 32-bit FNV-1a hashes of the UTF-16 code units with different offsets: 64 bits in all. */
 function hash64(id: string): [number, number] {

@@ -8,6 +8,7 @@
  * run can never write a review row twice.
  */
 import type { Answer, Question } from "../../api/schema.js";
+import type { ReviewVerdict } from "../../records/review.js";
 import { InvocationError } from "../../api/errors.js";
 import {
   answerDistribution,
@@ -20,7 +21,7 @@ import {
   type QuestionCalibration,
 } from "../../evaluator/calibration.js";
 import { kindOf } from "../../questions/index.js";
-import { unitHash } from "../input/records.js";
+import { unitHash } from "../input/requests.js";
 
 /** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
 export interface ReviewPolicy {
@@ -29,11 +30,6 @@ export interface ReviewPolicy {
   /** Share of accepted rows sampled for audit, 0..1. */
   auditRate: number;
   seed: number;
-}
-
-export interface ReviewVerdict {
-  reasons: { question: string; confidence: number; threshold: number }[];
-  audit: boolean;
 }
 
 /** The top label's probability of an answer: for a noul max(p, 1 - p), else the largest option or level probability. */

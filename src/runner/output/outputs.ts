@@ -10,13 +10,14 @@ import { createWriteStream, renameSync, rmSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { stringify } from "csv-stringify/sync";
 import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
-import type { Job } from "../job.js";
+import type { Job } from "../../records/job.js";
 import type { ErrorEntry } from "../state/journal.js";
-import { DuplicateIdWatch, type DuplicateIds } from "./duplicate-ids.js";
+import { DuplicateIdWatch } from "./duplicate-ids.js";
 import { OrderedJournal } from "./ordered.js";
 import { auditKey, calibrateAnswers, PriorEstimate, refuseFlattening, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
 import type { Answer } from "../../api/schema.js";
 import { ParquetEncoder } from "./parquet.js";
+import type { DuplicateIds } from "../../records/usage.js";
 
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
 export type OutputFormat = "jsonl" | "csv" | "parquet";

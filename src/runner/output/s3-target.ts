@@ -10,7 +10,7 @@ import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } fr
 import { dirname, join } from "node:path";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { parseS3, s3Client, storageCall } from "../s3.js";
+import { parseS3, s3Client, storageCall } from "../../records/s3.js";
 import { StorageError, SourceError } from "../../api/verdict.js";
 import type { OutputTarget } from "./outputs.js";
 

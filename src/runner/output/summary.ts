@@ -3,13 +3,13 @@
  * earlier run's (from the journal), and the outputs' totals.
  */
 import { totalVariation } from "../../evaluator/calibration.js";
-import type { Job } from "../job.js";
+import type { Job } from "../../records/job.js";
 import type { Verdict } from "../../api/verdict.js";
 import type { RunEntry } from "../state/journal.js";
 import type { WrittenCounts } from "./outputs.js";
 import type { PaceReport } from "../send/pacing.js";
 import type { SendCounts } from "../send/send.js";
-import { costOf, emptySummary, finish, type UsageSummary } from "./usage.js";
+import { costOf, emptySummary, finish, type UsageSummary } from "../../records/usage.js";
 
 /** How a run ended: one of the verdicts of verdict.ts (done, failures, all-failed, no-input, bad-input, aborted, stopped, ...). */
 export type RunStatus = Verdict;

@@ -39,7 +39,7 @@ import { createInterface } from "node:readline";
 import { hostname } from "node:os";
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { deadHere, LockedError, type Lock, type LockHolder } from "./lock.js";
-import { describeS3Error, isMissingKey, keysUnder, parseS3, s3Client, storageCall } from "../s3.js";
+import { describeS3Error, isMissingKey, keysUnder, parseS3, s3Client, storageCall } from "../../records/s3.js";
 import { LockLostError, StorageError } from "../../api/verdict.js";
 
 export interface S3JournalOptions {

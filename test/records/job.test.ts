@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { JobError, loadJob, parseJob } from "../../src/runner/job.js";
+import { JobError, loadJob, parseJob } from "../../src/records/job.js";
 
 describe("job files", () => {
   it("load the bundled examples", () => {

@@ -9,3 +9,13 @@ export interface Source {
   /** Bytes read so far and the total when known, for progress. */
   progress(): { bytes: number; total: number | undefined };
 }
+
+/** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
+export function valueAt(record: unknown, path: string): unknown {
+  let node = record;
+  for (const part of path.split(".")) {
+    if (node === null || typeof node !== "object") return undefined;
+    node = Array.isArray(node) ? node[Number(part)] : Object.hasOwn(node, part) ? (node as Record<string, unknown>)[part] : undefined;
+  }
+  return node;
+}

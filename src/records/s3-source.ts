@@ -1,8 +1,8 @@
 /** S3 inputs: `s3://bucket/key` reads one object; `s3://bucket/prefix/` every object under the prefix in key order, as one stream of records. */
 import { Readable } from "node:stream";
 import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { isMissingKey, keysUnder, objectBytes, parseS3, s3Client, storageCall } from "../s3.js";
-import { StorageError, SourceError } from "../../api/verdict.js";
+import { isMissingKey, keysUnder, objectBytes, parseS3, s3Client, storageCall } from "./s3.js";
+import { StorageError, SourceError } from "../api/verdict.js";
 import { parquetItems, s3Ranges } from "./parquet.js";
 import type { Source, SourceItem } from "./source.js";
 import { formatOf, itemsOf, type InputFormat, type SourceOptions } from "./sources.js";

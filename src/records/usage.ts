@@ -1,9 +1,23 @@
 /**
  * Usage summaries: what a job read, answered, sent and spent. Written as
  * `<output>.usage.json` and merged by `typed-eval usage` across shards and
- * nights into totals, cost per 1,000 records and a projection.
+ * nights into totals, cost per 1,000 records and a projection. The quality
+ * tools read them as a run's provenance.
  */
-import { describeDuplicates, type DuplicateIds } from "./duplicate-ids.js";
+
+/** Rows whose id repeats an earlier row's (runner/output/duplicate-ids.ts counts them). */
+export interface DuplicateIds {
+  /** Rows whose id an earlier row (in input order) already had. */
+  rows: number;
+  /** The first repeats in input order: the id, the line it first appeared on, the line that repeats it. */
+  examples: { id: string; first_line: number; line: number }[];
+}
+
+/** One line for people: how many rows repeat an id, and the first of them. */
+export function describeDuplicates(d: DuplicateIds): string {
+  const shown = d.examples.map((e) => `${JSON.stringify(e.id)} (lines ${e.first_line} and ${e.line})`).join(", ");
+  return `${d.rows.toLocaleString("en-US")} row${d.rows === 1 ? " repeats an id" : "s repeat an id"} an earlier row has, such as ${shown}: every row is kept; assess, calibrate and report key rows by id and line`;
+}
 
 export interface UsageSummary {
   /** Schema marker, so `usage` can refuse other JSON. */

@@ -9,10 +9,10 @@ import { createReadStream, statSync } from "node:fs";
 import { PassThrough, Transform, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
-import { depthExceededAt, MAX_JSON_DEPTH } from "../../api/json.js";
+import { depthExceededAt, MAX_JSON_DEPTH } from "../api/json.js";
 import { localRanges, looksLikeParquet, parquetItems } from "./parquet.js";
 import type { Source, SourceItem } from "./source.js";
-import { SourceError } from "../../api/verdict.js";
+import { SourceError } from "../api/verdict.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
@@ -21,7 +21,7 @@ export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
 const PARQUET_NOT_ON_STDIN =
   "Parquet is read from a path or an s3:// location, not stdin (a reader seeks to its footer); save it as a .parquet file and pass its path";
 
-/** Formats records are read in (outputs have their own list in outputs.ts). */
+/** Formats records are read in (outputs have their own list in runner/output/outputs.ts). */
 export type InputFormat = "jsonl" | "csv" | "parquet";
 
 /** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records). Parquet fetches only those columns. */

@@ -10,11 +10,11 @@
  */
 import { open } from "node:fs/promises";
 import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { storageCall } from "../s3.js";
+import { storageCall } from "./s3.js";
 import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData, type RowGroup } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
 import type { SourceItem } from "./source.js";
-import { SourceError } from "../../api/verdict.js";
+import { SourceError } from "../api/verdict.js";
 
 /** A Parquet file's bytes by range; `close` releases what it holds. */
 export interface RangedFile extends AsyncBuffer {

@@ -4,19 +4,9 @@ import { createHash } from "node:crypto";
 import type { SystemOneRequest } from "../../api/schema.js";
 import { MAX_BODY_BYTES } from "../../api/limits.js";
 import { validateRequest } from "../../api/validate.js";
-import type { Job } from "../job.js";
-import { formatBytes } from "./sources.js";
-import type { SourceItem } from "./source.js";
-
-/** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */
-export function valueAt(record: unknown, path: string): unknown {
-  let node = record;
-  for (const part of path.split(".")) {
-    if (node === null || typeof node !== "object") return undefined;
-    node = Array.isArray(node) ? node[Number(part)] : Object.hasOwn(node, part) ? (node as Record<string, unknown>)[part] : undefined;
-  }
-  return node;
-}
+import type { Job } from "../../records/job.js";
+import { formatBytes } from "../../records/sources.js";
+import { valueAt, type SourceItem } from "../../records/source.js";
 
 /** The dotted paths a job reads from each record (state, id, kept fields); undefined when the whole record is the state. */
 export function fieldsRead(job: Pick<Job, "state" | "id" | "keep">): string[] | undefined {
