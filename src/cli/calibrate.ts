@@ -5,7 +5,7 @@ import { loadJob } from "../records/job.js";
 import { isSummary } from "../records/usage.js";
 import { readAnswers, type QuestionInfo } from "../quality/answers.js";
 import { joinGold, Rows } from "../quality/assess.js";
-import { batchQuestion, contextualMaps, fitQuestion, movement, type CalibrationFile, type FittedQuestion } from "../quality/calibrate.js";
+import type { CalibrationFile, FittedQuestion } from "../calibration/file.js";
 import { favourSize, jobQuestions } from "./assess.js";
 import { EXIT, type ExitCode } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
@@ -17,7 +17,9 @@ import { withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
 import { openEvaluator } from "../runner/prepare.js";
 import { modelOpener } from "./run.js";
-import { batchFlattens } from "../evaluator/calibration.js";
+import { batchFlattens, movement } from "../calibration/maps.js";
+import { batchQuestion, contextualMaps } from "../calibration/label-free.js";
+import { fitQuestion } from "../quality/calibrate.js";
 
 const METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
 

@@ -1,60 +1,16 @@
 /**
- * Fitting calibrations: per question, temperature scaling and temperature
- * plus per-option bias ("platt"), chosen and reported by k-fold
- * cross-validation on held-out rows (never in-sample numbers); and the
- * label-prior corrections that need no gold labels (batch, contextual).
+ * Fitting a calibration on gold labels: per question, temperature scaling
+ * and temperature plus per-option bias ("platt"), chosen and reported by
+ * k-fold cross-validation on held-out rows (never in-sample numbers). The
+ * choice is scored with the quality metrics, which is why it lives here; the
+ * maps, the file and the label-free methods are src/calibration's.
  */
-import { readJsonFile } from "../api/json.js";
-import type { Answer, Question } from "../api/schema.js";
-import {
-  applyMap,
-  fitData,
-  fitMap,
-  FITTED_METHODS,
-  meanDistribution,
-  priorMap,
-  totalVariation,
-  type Method,
-  type QuestionCalibration,
-} from "../evaluator/calibration.js";
-import { PriorEstimate } from "../runner/output/labels.js";
+import type { FittedQuestion, HeldOut } from "../calibration/file.js";
+import { fitData, fitMap, FITTED_METHODS, mapped, movement, type Method } from "../calibration/maps.js";
 import { QualityInputError, type QuestionInfo } from "./answers.js";
 import type { Rows } from "./assess.js";
 import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, topLabelConfidence, type Scored } from "./metrics.js";
 import { keyedFolds } from "./resample.js";
-
-/** Held-out figures of one method. */
-export interface HeldOut {
-  log_loss: number;
-  ece: number;
-  brier: number;
-  accuracy: number;
-}
-
-export interface FittedQuestion extends QuestionCalibration {
-  /** Rows the final map was fitted on. */
-  rows?: number;
-  /** Cross-validated figures per method ("none" is the raw answers), when fitted on gold labels. */
-  cross_validation?: { folds: number; seed: number; held_out: Partial<Record<Method, HeldOut>> };
-  /** How far the map moved the mean label distribution (total variation distance), on the rows it was fitted on. */
-  moved?: number;
-  /** Mean label distribution before and after, on those rows. */
-  shares_before?: number[];
-  shares_after?: number[];
-}
-
-/** A calibration file: what `calibrate` writes and `run --calibration` applies. */
-export interface CalibrationFile {
-  kind: "typed-eval.calibration";
-  version: 1;
-  /** The model identity the answers came from (as the run journal keys it); null when unknown. */
-  identity: string | null;
-  /** The versioned model id the answers name. */
-  model: string | null;
-  created: string;
-  fitted_on: { answers: string; gold?: string };
-  questions: Record<string, FittedQuestion>;
-}
 
 function heldOutFigures(s: Scored): HeldOut {
   const ones = new Float64Array(s.n).fill(1);
@@ -66,13 +22,6 @@ function heldOutFigures(s: Scored): HeldOut {
     brier: brier(s, ones),
     accuracy: accuracyOf(confusion(s.y, pred, s.k, ones), s.k),
   };
-}
-
-/** Applies a fitted map to rows (row-major n x k). */
-export function mapped(p: Float64Array, k: number, c: Pick<QuestionCalibration, "temperature" | "bias">): Float64Array {
-  const out = new Float64Array(p.length);
-  for (let i = 0; i < p.length / k; i++) out.set(applyMap(c, p.subarray(i * k, (i + 1) * k)), i * k);
-  return out;
 }
 
 /**
@@ -121,89 +70,4 @@ export function fitQuestion(
     cross_validation: { folds: options.folds, seed: options.seed, held_out: heldOut },
     ...movement(s.p, k, fitted),
   };
-}
-
-/** Batch calibration: the label prior is the mean answer of the rows themselves (no gold, no extra calls). */
-export function batchQuestion(info: QuestionInfo, p: Float64Array, k: number): FittedQuestion {
-  const map = priorMap(info, meanDistribution(p, k), "batch");
-  return { ...map, rows: p.length / k, ...movement(p, k, map) };
-}
-
-/** The content-free states of contextual calibration (Zhao et al. 2021 use "N/A", "" and "[MASK]"). */
-export const CONTENT_FREE_STATES = ["N/A", "", "[MASK]"];
-
-/**
- * Contextual calibration: asks every question about content-free states
- * through the evaluator the run uses, and takes the mean answer as the label
- * bias to divide out. `ask` answers one request (the caller's evaluator).
- */
-export async function contextualMaps(
-  questions: Record<string, Question>,
-  ask: (state: string) => Promise<Record<string, Answer>>,
-): Promise<{ maps: Record<string, FittedQuestion>; priors: Record<string, number[]> }> {
-  const prior = new PriorEstimate(questions);
-  for (const state of CONTENT_FREE_STATES) {
-    const answers = await ask(state);
-    const missing = Object.keys(questions).find((name) => !answers[name]);
-    if (missing !== undefined) throw new QualityInputError(`the content-free request got no answer to ${missing}`);
-    prior.add(answers);
-  }
-  return { maps: Object.fromEntries(prior.maps("contextual")), priors: prior.priors() };
-}
-
-/** How far a map moves the mean distribution of rows (n x k): total variation, before and after. */
-export function movement(
-  p: Float64Array,
-  k: number,
-  map: Pick<QuestionCalibration, "temperature" | "bias">,
-): { moved: number; shares_before: number[]; shares_after: number[] } {
-  const before = meanDistribution(p, k);
-  const after = meanDistribution(mapped(p, k, map), k);
-  return { moved: totalVariation(before, after), shares_before: before, shares_after: after };
-}
-
-/** Reads and checks a calibration file. */
-export function loadCalibration(path: string): CalibrationFile {
-  const file = readJsonFile(path, "calibration", QualityInputError) as Partial<CalibrationFile>;
-  if (file.kind !== "typed-eval.calibration" || file.version !== 1 || typeof file.questions !== "object" || file.questions === null) {
-    throw new QualityInputError(`${path} is not a typed-eval calibration file (write one with typed-eval calibrate)`);
-  }
-  for (const [name, q] of Object.entries(file.questions)) {
-    const ok =
-      Array.isArray(q.labels) &&
-      Array.isArray(q.bias) &&
-      q.bias.length === q.labels.length &&
-      q.bias.every((b) => Number.isFinite(b)) &&
-      typeof q.temperature === "number" &&
-      q.temperature > 0 &&
-      Number.isFinite(q.temperature);
-    if (!ok) throw new QualityInputError(`${path}: question ${name}: needs labels, one finite bias per label and a positive temperature`);
-  }
-  return file as CalibrationFile;
-}
-
-/**
- * Checks a calibration against a job's questions: every calibrated question
- * must exist with the same labels in the same order. Returns the maps by question.
- */
-export function calibrationFor(
-  file: CalibrationFile,
-  path: string,
-  questions: Record<string, Question>,
-  labelsOf: (q: Question) => string[],
-): Map<string, QuestionCalibration> {
-  const out = new Map<string, QuestionCalibration>();
-  for (const [name, c] of Object.entries(file.questions)) {
-    const q = questions[name];
-    if (!q)
-      throw new QualityInputError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${Object.keys(questions).join(", ")}`);
-    const labels = labelsOf(q);
-    if (q.type !== c.type || labels.join("\u0000") !== c.labels.join("\u0000")) {
-      throw new QualityInputError(
-        `${path}: question ${name} was calibrated as a ${c.type} with labels ${c.labels.join(", ")}, but the job's has ${labels.join(", ")}; calibrate again`,
-      );
-    }
-    out.set(name, c);
-  }
-  return out;
 }

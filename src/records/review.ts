@@ -1,6 +1,6 @@
 /**
  * Why a row is in a run's review file: the verdict review routing gives it
- * (runner/output/labels.ts) and the one text the flat formats write for it,
+ * (runner/output/review.ts) and the one text the flat formats write for it,
  * which the Label Studio export reads back from any format.
  */
 

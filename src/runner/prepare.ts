@@ -9,10 +9,10 @@ import { dirname, basename, resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import { endpointEvaluator } from "../evaluator/factory.js";
-import { questionLabels } from "../evaluator/calibration.js";
+import { questionLabels } from "../calibration/maps.js";
 import type { Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError, type ModelEntry } from "../models/registry.js";
-import { calibrationFor, loadCalibration } from "../quality/calibrate.js";
+import { calibrationFor, loadCalibration } from "../calibration/file.js";
 import { checkFirstRecord } from "./check.js";
 import { loadJob, parseShare, type Job } from "../records/job.js";
 import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/requests.js";
@@ -20,10 +20,10 @@ import { firstRecords, sampleRecords } from "./input/selection.js";
 import { formatNamed, formatOf, openLocalSource, type InputFormat } from "../records/sources.js";
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
-import { reviewThresholds } from "./output/labels.js";
 import { localTarget, type OutputFormat, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
 import { isS3 } from "../records/s3.js";
+import { reviewThresholds } from "./output/review.js";
 
 /** The environment variable that names a remote endpoint when --base-url is not given. */
 export const BASE_URL_ENV = "TYPED_EVAL_BASE_URL";

@@ -2,10 +2,11 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Question } from "../../src/api/schema.js";
 import { answerViolations } from "../../src/api/consistency.js";
-import { answerDistribution, answerFrom, applyMap, questionLabels, undoMap } from "../../src/evaluator/calibration.js";
+import { answerDistribution, answerFrom, applyMap, questionLabels, undoMap } from "../../src/calibration/maps.js";
 import { Rows } from "../../src/quality/assess.js";
-import { batchQuestion, fitQuestion } from "../../src/quality/calibrate.js";
 import { calibrationError, eceNoiseFloor, predictions, seededRandom, topLabelConfidence } from "../../src/quality/metrics.js";
+import { batchQuestion } from "../../src/calibration/label-free.js";
+import { fitQuestion } from "../../src/quality/calibrate.js";
 
 /** Rows whose gold is drawn from `truth`, answered with `truth` distorted by `distort`. */
 function synthetic(n: number, k: number, seed: number, distort: (p: number[]) => number[]): { rows: Rows; truth: Rows } {

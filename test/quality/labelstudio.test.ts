@@ -12,15 +12,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Question } from "../../src/api/schema.js";
-import { answerFrom } from "../../src/evaluator/calibration.js";
+import { answerFrom } from "../../src/calibration/maps.js";
 import { infoOf } from "../../src/quality/answers.js";
 import { isLabelStudioExport, readLabelStudioGold, reviewTasks, type LabelStudioTask } from "../../src/quality/labelstudio.js";
 import type { AnswerEntry } from "../../src/runner/state/journal.js";
-import { reviewVerdict } from "../../src/runner/output/labels.js";
 import { encoderFor } from "../../src/runner/output/outputs.js";
 import type { Job } from "../../src/records/job.js";
 import { seededRandom } from "../../src/quality/metrics.js";
 import { BIN } from "../support/cli.js";
+import { reviewVerdict } from "../../src/runner/output/review.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-labelstudio-"));
 const questions: Record<string, Question> = {

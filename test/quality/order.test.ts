@@ -7,10 +7,10 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { QuestionInfo } from "../../src/quality/answers.js";
 import { assessQuestion, Rows } from "../../src/quality/assess.js";
-import { fitQuestion } from "../../src/quality/calibrate.js";
 import { pickThreshold } from "../../src/quality/thresholds.js";
 import { seededRandom } from "../../src/quality/metrics.js";
 import { keyedBits, keyedFolds, keyedWeights, PURPOSE, recordKey, streamOf } from "../../src/quality/resample.js";
+import { fitQuestion } from "../../src/quality/calibrate.js";
 
 interface Row {
   id: string;

@@ -14,10 +14,12 @@ import type { Job } from "../../records/job.js";
 import type { ErrorEntry } from "../state/journal.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
 import { OrderedJournal } from "./ordered.js";
-import { auditKey, calibrateAnswers, PriorEstimate, refuseFlattening, reviewVerdict, type CalibrationMaps, type ReviewPolicy } from "./labels.js";
+import { calibrateAnswers, type CalibrationMaps } from "../../calibration/apply.js";
 import type { Answer } from "../../api/schema.js";
 import { ParquetEncoder } from "./parquet.js";
 import type { DuplicateIds } from "../../records/usage.js";
+import { auditKey, reviewVerdict, type ReviewPolicy } from "./review.js";
+import { PriorEstimate, refuseFlattening } from "../../calibration/label-free.js";
 
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
 export type OutputFormat = "jsonl" | "csv" | "parquet";

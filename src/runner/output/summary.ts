@@ -2,7 +2,7 @@
  * How a run ended, and its usage summary: this invocation's counts, every
  * earlier run's (from the journal), and the outputs' totals.
  */
-import { totalVariation } from "../../evaluator/calibration.js";
+import { totalVariation } from "../../calibration/maps.js";
 import type { Job } from "../../records/job.js";
 import type { Verdict } from "../../api/verdict.js";
 import type { RunEntry } from "../state/journal.js";

@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Answer, Question } from "../../src/api/schema.js";
 import { LlamaEngine } from "../../src/engines/llama.js";
-import { answerDistribution, answerFrom, applyMap } from "../../src/evaluator/calibration.js";
+import { answerDistribution, answerFrom, applyMap } from "../../src/calibration/maps.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
 import { detectTemplate } from "../../src/evaluator/prompt.js";
-import { CONTENT_FREE_STATES, contextualMaps } from "../../src/quality/calibrate.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { CONTENT_FREE_STATES, contextualMaps } from "../../src/calibration/label-free.js";
 
 let evaluator: LocalEvaluator;
 

@@ -285,3 +285,21 @@ export function batchFlattens(name: string, before: readonly number[], after: re
     ? `batch calibration would move ${name}'s label shares by ${(moved * 100).toFixed(0)}% (${sharesText(before)} to ${sharesText(after)}), more than ${BATCH_MAX_MOVE * 100}%: a skew that large may be real, and this would flatten it`
     : undefined;
 }
+
+/** Applies a fitted map to rows (row-major n x k). */
+export function mapped(p: Float64Array, k: number, c: Pick<QuestionCalibration, "temperature" | "bias">): Float64Array {
+  const out = new Float64Array(p.length);
+  for (let i = 0; i < p.length / k; i++) out.set(applyMap(c, p.subarray(i * k, (i + 1) * k)), i * k);
+  return out;
+}
+
+/** How far a map moves the mean distribution of rows (n x k): total variation, before and after. */
+export function movement(
+  p: Float64Array,
+  k: number,
+  map: Pick<QuestionCalibration, "temperature" | "bias">,
+): { moved: number; shares_before: number[]; shares_after: number[] } {
+  const before = meanDistribution(p, k);
+  const after = meanDistribution(mapped(p, k, map), k);
+  return { moved: totalVariation(before, after), shares_before: before, shares_after: after };
+}

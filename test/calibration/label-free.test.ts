@@ -9,11 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Answer, Question } from "../../src/api/schema.js";
-import { answerFrom, batchFlattens } from "../../src/evaluator/calibration.js";
+import { answerFrom, batchFlattens } from "../../src/calibration/maps.js";
 import { seededRandom } from "../../src/quality/metrics.js";
-import { PriorEstimate, refuseFlattening } from "../../src/runner/output/labels.js";
 import { runCli } from "../support/cli.js";
 import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
+import { PriorEstimate, refuseFlattening } from "../../src/calibration/label-free.js";
 
 const questions: Record<string, Question> = {
   urgent: { type: "noul", instructions: "Is it urgent?" },

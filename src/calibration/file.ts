@@ -1,0 +1,94 @@
+/**
+ * The calibration file: what `typed-eval calibrate` writes and `run
+ * --calibration` applies (one fitted map per question, with how it was
+ * chosen), how it is read and checked, and how it is matched to a job's
+ * questions.
+ */
+import { InvocationError } from "../api/errors.js";
+import { readJsonFile } from "../api/json.js";
+import type { Question } from "../api/schema.js";
+import type { Method, QuestionCalibration } from "./maps.js";
+
+/** A calibration file or a calibration step that cannot be used: a bad input (exit 2). */
+export class CalibrationError extends InvocationError {
+  override name = "CalibrationError";
+}
+
+/** Held-out figures of one method. */
+export interface HeldOut {
+  log_loss: number;
+  ece: number;
+  brier: number;
+  accuracy: number;
+}
+
+export interface FittedQuestion extends QuestionCalibration {
+  /** Rows the final map was fitted on. */
+  rows?: number;
+  /** Cross-validated figures per method ("none" is the raw answers), when fitted on gold labels. */
+  cross_validation?: { folds: number; seed: number; held_out: Partial<Record<Method, HeldOut>> };
+  /** How far the map moved the mean label distribution (total variation distance), on the rows it was fitted on. */
+  moved?: number;
+  /** Mean label distribution before and after, on those rows. */
+  shares_before?: number[];
+  shares_after?: number[];
+}
+
+/** A calibration file: what `calibrate` writes and `run --calibration` applies. */
+export interface CalibrationFile {
+  kind: "typed-eval.calibration";
+  version: 1;
+  /** The model identity the answers came from (as the run journal keys it); null when unknown. */
+  identity: string | null;
+  /** The versioned model id the answers name. */
+  model: string | null;
+  created: string;
+  fitted_on: { answers: string; gold?: string };
+  questions: Record<string, FittedQuestion>;
+}
+
+/** Reads and checks a calibration file. */
+export function loadCalibration(path: string): CalibrationFile {
+  const file = readJsonFile(path, "calibration", CalibrationError) as Partial<CalibrationFile>;
+  if (file.kind !== "typed-eval.calibration" || file.version !== 1 || typeof file.questions !== "object" || file.questions === null) {
+    throw new CalibrationError(`${path} is not a typed-eval calibration file (write one with typed-eval calibrate)`);
+  }
+  for (const [name, q] of Object.entries(file.questions)) {
+    const ok =
+      Array.isArray(q.labels) &&
+      Array.isArray(q.bias) &&
+      q.bias.length === q.labels.length &&
+      q.bias.every((b) => Number.isFinite(b)) &&
+      typeof q.temperature === "number" &&
+      q.temperature > 0 &&
+      Number.isFinite(q.temperature);
+    if (!ok) throw new CalibrationError(`${path}: question ${name}: needs labels, one finite bias per label and a positive temperature`);
+  }
+  return file as CalibrationFile;
+}
+
+/**
+ * Checks a calibration against a job's questions: every calibrated question
+ * must exist with the same labels in the same order. Returns the maps by question.
+ */
+export function calibrationFor(
+  file: CalibrationFile,
+  path: string,
+  questions: Record<string, Question>,
+  labelsOf: (q: Question) => string[],
+): Map<string, QuestionCalibration> {
+  const out = new Map<string, QuestionCalibration>();
+  for (const [name, c] of Object.entries(file.questions)) {
+    const q = questions[name];
+    if (!q)
+      throw new CalibrationError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${Object.keys(questions).join(", ")}`);
+    const labels = labelsOf(q);
+    if (q.type !== c.type || labels.join("\u0000") !== c.labels.join("\u0000")) {
+      throw new CalibrationError(
+        `${path}: question ${name} was calibrated as a ${c.type} with labels ${c.labels.join(", ")}, but the job's has ${labels.join(", ")}; calibrate again`,
+      );
+    }
+    out.set(name, c);
+  }
+  return out;
+}
