@@ -25,6 +25,12 @@ export const EXIT = {
   lockLost: 8,
   /** A store the run depends on (S3, the local disk) failed past its retries, filled up or refused a write; the journal is intact: rerun once it is back to resume. */
   storage: 9,
+  /**
+   * The input changed while the run read it (an S3 object overwritten between ranged reads, a local
+   * file replaced, truncated or rewritten): the records finished before the change are kept; rerun to
+   * resume on the input as it is now.
+   */
+  inputChanged: 10,
   /** A failure nobody anticipated: a bug. The message says where the journal is; the stack is logged at debug level. */
   internal: 70,
   /** Stopped by SIGINT (128 + 2) after finishing what was in flight; rerunning resumes. */

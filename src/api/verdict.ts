@@ -20,6 +20,7 @@ export type Verdict =
   | "locked"
   | "lock-lost"
   | "storage-unavailable"
+  | "input-changed"
   | "aborted"
   | "stopped"
   | "internal-error";
@@ -54,6 +55,11 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
     headline: "stopped: storage unavailable",
     next: "rerun the same command once the store is back (or space is freed) to resume",
   },
+  "input-changed": {
+    exit: () => EXIT.inputChanged,
+    headline: "stopped: the input changed while it was read",
+    next: "rerun the same command to resume on the input as it is now (finished records are kept)",
+  },
   aborted: { exit: () => EXIT.aborted, headline: "aborted", next: "rerun the same command to resume" },
   stopped: {
     exit: (signal) => (signal === "SIGINT" ? EXIT.interrupted : EXIT.terminated),
@@ -75,6 +81,20 @@ export class SourceError extends InvocationError {
   constructor(message: string, options: { absent?: boolean } = {}) {
     super(message);
     this.absent = options.absent ?? false;
+  }
+}
+
+/**
+ * The input changed while it was read (another version of an S3 object, a local file replaced or
+ * rewritten): what was read cannot be trusted to be one input, so the run stops resumable.
+ */
+export class InputChangedError extends Error {
+  override name = "InputChangedError";
+  /** Where: the path or s3:// location that changed. */
+  readonly location: string;
+  constructor(message: string, location: string, options?: ErrorOptions) {
+    super(message, options);
+    this.location = location;
   }
 }
 
