@@ -12,8 +12,8 @@
 # command): it runs tini as PID 1, which forwards SIGTERM to typed-eval and
 # reaps zombies; a command that replaces it makes Node PID 1.
 #
-# Debian, not Alpine: llama.cpp's prebuilt binaries need glibc.
-FROM node:20-bookworm-slim AS build
+# Debian, not Alpine: llama.cpp's prebuilt binaries need glibc. Node 24: the line `make` uses (22 and 26 pass too).
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund
@@ -21,7 +21,7 @@ COPY . .
 # prepack compiles dist/; the tarball holds compiled JavaScript, jobs and examples only.
 RUN npm pack
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # tini as PID 1: signals reach the runner (SIGTERM stops it cleanly, exit 143) and zombies are reaped.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini ca-certificates \
