@@ -281,7 +281,15 @@ export class LlamaEngine implements Engine {
     const chunkTokens = options.chunkTokens ?? 512;
     const llama = await loadLlama(options.gpu ?? "auto", threads);
     // On a GPU backend every layer that fits is offloaded; on the CPU none.
-    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
+    let model: LlamaModel;
+    try {
+      model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
+    } catch (error) {
+      // llama.cpp's own lines about the failure come through the event loop, and can trail the rejection: let them reach the debug log first.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await llama.dispose().catch(() => undefined);
+      throw error;
+    }
     const trained = model.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(trained, 8192);
     const context = await model.createContext({
