@@ -21,6 +21,7 @@ import { UsageError } from "./exit.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
+import { bundledJobs } from "../records/bundled-jobs.js";
 
 /** Options shared by `run` and `estimate`, declared once: their types are `JobArgs`. */
 export function withJobOptions<T>(y: Argv<T>) {
@@ -31,7 +32,12 @@ export function withJobOptions<T>(y: Argv<T>) {
         demandOption: true,
         describe: "JSONL or CSV (optionally .gz) or Parquet: a path, - for stdin (not Parquet), s3://bucket/key or s3://bucket/prefix/",
       })
-      .option("job", { alias: "j", type: "string", demandOption: true, describe: "job file (questions, model, state and id fields)" })
+      .option("job", {
+        alias: "j",
+        type: "string",
+        demandOption: true,
+        describe: `job file (questions, model, state and id fields), or a bundled job's name when no such file exists: ${bundledJobs().join(", ")}`,
+      })
       .option("format", {
         choices: ["jsonl", "csv", "parquet"] as const,
         describe: "input format (default: from the extension, .csv, .parquet, else JSONL; under an S3 prefix, each key's own)",

@@ -18,6 +18,7 @@ import { Type, type Static } from "@sinclair/typebox";
 import { SystemOneRequest } from "../api/schema.js";
 import { validateAgainst, validateRequest } from "../api/validate.js";
 import { ANSWER_COLUMN_SUFFIXES } from "../questions/index.js";
+import { missingJobHint } from "../records/bundled-jobs.js";
 
 const JobSchema = Type.Object(
   {
@@ -110,7 +111,7 @@ export function loadJob(path: string): Job {
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
-    throw new JobError(`cannot read job file ${path}: ${(error as Error).message}`);
+    throw new JobError(`cannot read job file ${path}: ${(error as Error).message}${missingJobHint(path)}`);
   }
   let json: unknown;
   try {

@@ -78,7 +78,7 @@ const cases: [string[], RegExp][] = [
 describe("bad arguments", () => {
   it("an absent input exits 6 (a scheduler maps it to skipped), with one line", async () => {
     for (const command of ["estimate", "run"]) {
-      const r = await runInProcess([command, join(dir, "missing.jsonl"), "--job", job], env);
+      const r = await runInProcess([command, join(dir, "missing.jsonl"), "--job", job], env, { cwd: dir });
       expect(r.stderr).toMatch(/cannot read input .*missing\.jsonl: ENOENT/);
       expect(r.code).toBe(6);
       expect(r.stderr).not.toMatch(/\n\s+at /);
@@ -87,7 +87,8 @@ describe("bad arguments", () => {
 
   it(`each of ${cases.length} mistakes exits 2 with one clear line and no stack trace`, async () => {
     const results = [];
-    for (const [args] of cases) results.push(await runInProcess(args, env));
+    // In a temporary folder: a refusal still writes its usage summary beside the default output (out/<job>-<input>.jsonl).
+    for (const [args] of cases) results.push(await runInProcess(args, env, { cwd: dir }));
     results.forEach((r, i) => {
       const [args, message] = cases[i]!;
       const label = args.join(" ");

@@ -3,13 +3,15 @@
  * a file URL with no network request and no console error, every chart is
  * there and visible within the viewport, no two texts overlap, every option
  * name is there whole, and a screenshot is saved for a person to look at
- * (out/screenshots/<name>-<width>.png).
+ * (<name>-<width>.png in $SCREENSHOTS, else in a temporary folder: tests
+ * write nothing into the checkout).
  *
  * The README's pictures are these screenshots at 1,280 px: regenerate them with
  *   UPDATE_DOCS_IMG=1 npx vitest run test/quality/reports-browser.test.ts
- * (copies out/screenshots/{assessment,run-report}-1280.png to docs/img/), and look at them.
+ * (copies {assessment,run-report}-1280.png to docs/img/), and look at them.
  */
-import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,7 +22,10 @@ import { seededRandom } from "../../src/quality/metrics.js";
 import { CHROMIUM, hasChromium, launch } from "../support/browser.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
-const SHOTS = join(ROOT, "out/screenshots");
+// The fixtures live under the working directory, as a user's out/ would: a temporary one, entered for this file's tests.
+const WORK = mkdtempSync(join(tmpdir(), "te-reports-browser-"));
+const SHOTS = process.env["SCREENSHOTS"] ?? join(WORK, "out/screenshots");
+const startedIn = process.cwd();
 const WIDTHS = [1280, 1920];
 let dir: string;
 let browser: Browser | undefined;
@@ -128,14 +133,15 @@ function writeFixtures(n: number, seed: number, name: string, skew = 0): { answe
 }
 
 beforeAll(async () => {
-  dir = join(ROOT, "out/report-fixtures");
-  rmSync(dir, { recursive: true, force: true });
+  process.chdir(WORK);
+  dir = join(WORK, "out/report-fixtures");
   mkdirSync(dir, { recursive: true });
   mkdirSync(SHOTS, { recursive: true });
   if (hasChromium) browser = await launch();
 }, 60_000);
 
 afterAll(async () => {
+  process.chdir(startedIn);
   await browser?.close();
 });
 
