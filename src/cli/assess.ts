@@ -6,7 +6,7 @@ import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
-import { describeSuspects, Suspects } from "../quality/suspects.js";
+import { DEFAULT_SUSPECT_METHOD, describeSuspects, SUSPECT_METHODS, Suspects } from "../quality/suspects.js";
 import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
@@ -56,7 +56,13 @@ function withAssessOptions<T>(y: Argv<T>) {
     .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
     .option("suspects", {
       type: "string",
-      describe: "list the gold labels the answers most confidently contradict (confident learning); with a file (.csv or .jsonl), write them all there",
+      describe:
+        "list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (.csv or .jsonl), write them all there",
+    })
+    .option("suspects-method", {
+      choices: SUSPECT_METHODS,
+      default: DEFAULT_SUSPECT_METHOD,
+      describe: "confident-joint: the off-diagonal rows of the confident joint; noise-rate: prune by noise rate (more found, less precise; docs/quality.md)",
     });
 }
 
@@ -70,7 +76,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     if (args.html) checkWritable(args.html, "--html");
     const { questions, idField } = jobQuestions(args.job);
-    const suspects = args.suspects !== undefined ? new Suspects() : undefined;
+    const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"]) : undefined;
     const a = await assess(args.answers, args.gold, {
       questions,
       idField: args["id-field"],
