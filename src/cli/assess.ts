@@ -9,6 +9,7 @@ import { assessmentHtml } from "../quality/report.js";
 import { DEFAULT_SUSPECT_METHOD, describeSuspects, SUSPECT_METHODS, Suspects } from "../quality/suspects.js";
 import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
+import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 
 /**
@@ -61,8 +62,7 @@ function withAssessOptions<T>(y: Argv<T>) {
     })
     .option("suspects-method", {
       choices: SUSPECT_METHODS,
-      default: DEFAULT_SUSPECT_METHOD,
-      describe: "confident-joint: the off-diagonal rows of the confident joint; noise-rate: prune by noise rate (more found, less precise; docs/quality.md)",
+      describe: `how --suspects names rows (default ${DEFAULT_SUSPECT_METHOD}): confident-joint, its off-diagonal rows; noise-rate, prune by noise rate (more found, less precise; docs/quality.md)`,
     });
 }
 
@@ -76,7 +76,9 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     if (args.html) checkWritable(args.html, "--html");
     const { questions, idField } = jobQuestions(args.job);
-    const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"]) : undefined;
+    if (args["suspects-method"] !== undefined && args.suspects === undefined)
+      throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
+    const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;
     const a = await assess(args.answers, args.gold, {
       questions,
       idField: args["id-field"],

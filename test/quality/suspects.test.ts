@@ -427,5 +427,8 @@ describe("the suspects list", () => {
     expect(existsSync(`${folder}.partial`)).toBe(false);
     const unknown = await cli(["--suspects", "--suspects-method", "both"]);
     expect(unknown.code).toBe(2);
+    const alone = await cli(["--suspects-method", "noise-rate"]);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain("pass --suspects as well");
   });
 });
