@@ -6,9 +6,10 @@ import { infoOf, type QuestionInfo } from "../quality/answers.js";
 import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
-import { describeSuspects, Suspects } from "../quality/suspects.js";
+import { DEFAULT_SUSPECT_METHOD, describeSuspects, SUSPECT_METHODS, Suspects } from "../quality/suspects.js";
 import { EXIT } from "../api/exit-codes.js";
 import { numeric } from "./checks.js";
+import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 
 /**
@@ -56,7 +57,12 @@ function withAssessOptions<T>(y: Argv<T>) {
     .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
     .option("suspects", {
       type: "string",
-      describe: "list the gold labels the answers most confidently contradict (confident learning); with a file (.csv or .jsonl), write them all there",
+      describe:
+        "list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (.csv or .jsonl), write them all there",
+    })
+    .option("suspects-method", {
+      choices: SUSPECT_METHODS,
+      describe: `how --suspects names rows (default ${DEFAULT_SUSPECT_METHOD}): confident-joint, its off-diagonal rows; noise-rate, prune by noise rate (more found, less precise; docs/quality.md)`,
     });
 }
 
@@ -70,7 +76,9 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     if (args.html) checkWritable(args.html, "--html");
     const { questions, idField } = jobQuestions(args.job);
-    const suspects = args.suspects !== undefined ? new Suspects() : undefined;
+    if (args["suspects-method"] !== undefined && args.suspects === undefined)
+      throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
+    const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;
     const a = await assess(args.answers, args.gold, {
       questions,
       idField: args["id-field"],

@@ -298,8 +298,9 @@ export async function assess(
   },
 ): Promise<Assessment> {
   const joined = await joinGold(answersPath, goldPath, options);
-  // Only a suspects list names gold rows: without one, a million ids need not stay for every collection to walk.
-  if (!options.suspects) joined.goldIds.length = 0;
+  // Only a suspects list names gold rows, and it keeps them compactly: a million id strings need not stay for every collection to walk.
+  options.suspects?.nameRows(joined.goldIds);
+  joined.goldIds.length = 0;
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
   const questions: QuestionAssessment[] = [];
@@ -308,7 +309,7 @@ export async function assess(
     // Let each question's rows go once assessed: the peak then holds one question's working arrays, not all.
     joined.rows.delete(q.name);
     if (rows.n === 0) continue;
-    options.suspects?.add(q, rows, joined.goldIds);
+    options.suspects?.add(q, rows);
     questions.push(assessQuestion(q, rows, { seed, bootstrap }, options.metrics));
   }
   const usage = readUsage(`${answersPath}.usage.json`);

@@ -548,15 +548,16 @@ export interface AssessmentHtmlOptions {
   metrics?: readonly Metric[];
 }
 
-/** One question's suspect gold labels (`assess --suspects`): the most confident contradictions, and how many the file holds. */
+/** One question's suspect gold labels (`assess --suspects`): its own most suspect rows with their sort key, and how many the file holds. */
 function suspectsHtml(question: string, s: SuspectSummary): string {
-  const mine = s.top.filter((r) => r.question === question);
-  const count = s.questions.find((q) => q.question === question)?.suspects ?? mine.length;
-  if (count === 0) return `<h3>Suspect gold labels</h3><p class="muted">None: no gold label here is contradicted with unusual confidence.</p>`;
-  return `<h3>Suspect gold labels: ${plural(count, "row")}${s.file ? ` (in ${escapeHtml(displayPath(s.file))})` : ""}</h3>${table(
-    ["id", "gold label", "model's label", "model's probability"],
-    mine.map((r) => [r.id, r.gold, r.model_label, num(r.probability)]),
-  )}${count > mine.length ? `<p class="muted">${plural(count - mine.length, "more row")} in the file${s.file ? "" : " (name one with --suspects FILE)"}.</p>` : ""}`;
+  const q = s.questions.find((x) => x.question === question);
+  const count = q?.suspects ?? 0;
+  const how = `Method ${escapeHtml(s.method)}; confident learning estimates ${pct(q?.estimated_noise ?? 0)} of this question's gold labels wrong.`;
+  if (!q || count === 0) return `<h3>Suspect gold labels</h3><p class="muted">None: no gold label here is contradicted with unusual confidence. ${how}</p>`;
+  return `<h3>Suspect gold labels: ${plural(count, "row")}${s.file ? ` (in ${escapeHtml(displayPath(s.file))})` : ""}</h3><p class="muted">${how} Sorted by margin, the model's probability of its label less its probability of the gold label, largest first.</p>${table(
+    ["id", "gold label", "model's label", "margin ↓", "p(model's label)", "p(gold label)"],
+    q.top.map((r) => [r.id, r.gold, r.model_label, num(r.margin), num(r.probability), num(r.gold_probability)]),
+  )}${count > q.top.length ? `<p class="muted">${plural(count - q.top.length, "more row")} in the file${s.file ? "" : " (name one with --suspects FILE)"}.</p>` : ""}`;
 }
 
 /** The assessment's HTML: metrics with intervals, reliability diagrams, risk-coverage, confusion heat maps. */
