@@ -78,6 +78,14 @@ function existingFile(path: string): string {
   return path;
 }
 
+function withRevokeOptions<T>(y: Argv<T>) {
+  return accountsFileOption(y).positional("key", {
+    type: "string",
+    demandOption: true,
+    describe: "the key's id, as `keys list` shows it, or the key itself",
+  });
+}
+
 const revokeCommand: CommandModule<object, ArgsOf<typeof withRevokeOptions>> = {
   command: "revoke <key>",
   describe: "Revoke a key at once: requests with it get 401",
@@ -89,14 +97,6 @@ const revokeCommand: CommandModule<object, ArgsOf<typeof withRevokeOptions>> = {
     process.stderr.write(revoked.already ? `${what} was already revoked.\n` : `Revoked ${what} in ${args["accounts-file"]}; ${NOTICE}.\n`);
   },
 };
-
-function withRevokeOptions<T>(y: Argv<T>) {
-  return accountsFileOption(y).positional("key", {
-    type: "string",
-    demandOption: true,
-    describe: "the key's id, as `keys list` shows it, or the key itself",
-  });
-}
 
 function withRotateOptions<T>(y: Argv<T>) {
   return accountsFileOption(y)
