@@ -16,15 +16,20 @@ export interface ReloadOptions {
   now?: () => number;
 }
 
-/** What tells one version of the file from another without reading it: inode, size, times. */
-function signature(path: string): string | undefined {
-  const s = statSync(path, { throwIfNoEntry: false, bigint: true });
-  return s && `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+/** What tells one version of the file from another without reading it: inode, size, times (or why there are none). */
+function signature(path: string): string {
+  try {
+    const s = statSync(path, { throwIfNoEntry: false, bigint: true });
+    return s ? `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : "missing";
+  } catch (error) {
+    // A folder made unreadable: the read that follows says so, and the last good set stays.
+    return `unreadable: ${(error as NodeJS.ErrnoException).code ?? ""}`;
+  }
 }
 
 export class ReloadingAccounts implements Accounts {
   private store: AccountStore;
-  private seen: string | undefined;
+  private seen: string;
   /** The last failure logged, so a file that stays broken logs once. */
   private failure: string | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -75,7 +80,8 @@ export class ReloadingAccounts implements Accounts {
       store = AccountStore.load(this.path, this.storeOptions());
     } catch (error) {
       const message = (error as Error).message;
-      if (message !== this.failure) {
+      // Polls log a file that stays broken once; a SIGHUP always gets its answer.
+      if (message !== this.failure || reason !== "changed") {
         const kept = `keeping the last good set (${this.store.accounts.length} accounts)`;
         this.options.logger.warn({ accountsFile: this.path, reason, error: message }, `accounts file not reloaded, ${kept}: ${message}`);
       }

@@ -5,7 +5,7 @@
  * and the `keys` commands replace the file atomically with its permissions.
  */
 import { spawn } from "node:child_process";
-import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Agent, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -149,7 +149,7 @@ describe("a revoked key over real HTTP", () => {
 describe("a torn write of the accounts file", () => {
   it("keeps the last good set with one warning per bad state, and recovers when the file is whole again", async () => {
     const { file, acme, ops } = accountsFile();
-    const { app, logs } = await serve(file, { pollMs: 50 });
+    const { app, accounts, logs } = await serve(file, { pollMs: 50 });
     const ask = connection(app);
     const good = readFileSync(file, "utf8");
     // What the file will hold: acme's account gone.
@@ -172,10 +172,17 @@ describe("a torn write of the accounts file", () => {
     while (warnings().length === 1) await new Promise((r) => setTimeout(r, 20));
     expect((await ask("GET", "/v1/models", acme)).status).toBe(200);
 
+    // Gone altogether (deleted by hand): the same; a SIGHUP on a bad file always gets its line.
+    rmSync(file);
+    while (warnings().length === 2) await new Promise((r) => setTimeout(r, 20));
+    expect(accounts.reload("SIGHUP")).toBe(false);
+    expect(warnings().map((w) => w["reason"])).toEqual(["changed", "changed", "changed", "SIGHUP"]);
+    expect((await ask("GET", "/v1/models", acme)).status).toBe(200);
+
     writeFileSync(file, text);
     expect(await msUntil(401, () => ask("GET", "/v1/models", acme))).toBeLessThan(2000);
     expect((await ask("GET", "/v1/models", ops)).status).toBe(200);
-    expect(warnings()).toHaveLength(2);
+    expect(warnings()).toHaveLength(4);
     expect(logs.lines.some((l) => l["msg"] === "accounts reloaded: 1 accounts, 1 live keys")).toBe(true);
   }, 30_000);
 
