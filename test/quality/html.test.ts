@@ -6,7 +6,8 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { breaches, parseConditions } from "../../src/quality/gate.js";
-import { displayPath, niceTicks, plural, rangeText, wrapLabel } from "../../src/quality/html.js";
+import { displayPath, niceTicks, rangeText, wrapLabel } from "../../src/quality/html.js";
+import { plural } from "../../src/quality/numbers.js";
 import { psi, PSI_EPSILON } from "../../src/quality/report.js";
 
 describe("report text", () => {

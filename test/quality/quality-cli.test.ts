@@ -390,13 +390,13 @@ describe("report", () => {
     expect(agreement).toBeCloseTo(1 - Math.ceil(N / 3) / N, 12);
     // Only team moved: one breach, one line, naming question, metric and value.
     const lines = failed.stderr.trim().split("\n");
-    expect(lines).toEqual([`typed-eval: drift gate: team.agreement = ${agreement.toFixed(4)}, breaking team.agreement<0.9`]);
+    expect(lines).toEqual([`typed-eval: drift gate: team.agreement = ${agreement!.toFixed(4)}, breaking team.agreement<0.9`]);
     expect(report.gate!.breaches.map((b) => `${b.question}.${b.metric}`)).toEqual(["team.agreement"]);
     // Unchanged questions: PSI 0 over the same bins, full agreement.
     const urgent = report.compare!.shifts.find((s) => s.question === "urgent")!;
     expect(urgent.psi).toBe(0);
     expect(urgent.psi_earlier).toHaveLength(10);
-    expect(readFileSync(html, "utf8")).toContain("Drift gate failed");
+    expect(readFileSync(html, "utf8")).toContain("Gate failed");
     // A bare metric checks every question: each breach its own line.
     const every = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", "agreement<1.01", "-o", html]);
     expect(every.code).toBe(4);
@@ -412,14 +412,14 @@ describe("report", () => {
     const passed = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", `team.agreement<0.5,psi>5,label_mass<${below}`, "-o", html]);
     expect(passed.stderr).toBe("");
     expect(passed.code).toBe(0);
-    expect(readFileSync(html, "utf8")).toContain("Drift gate passed");
+    expect(readFileSync(html, "utf8")).toContain("Gate passed");
   });
 
   it("--fail-if names an unknown metric or question in one line, exit 2, and writes no report", async () => {
     const cases: [string[], RegExp][] = [
       [
         ["--compare", out, "--fail-if", "team.pis>0.2"],
-        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass\n$/,
+        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass, and with --gold on accuracy, .*\(docs\/metrics\.md\)\n$/,
       ],
       [
         ["--compare", out, "--fail-if", "topic.psi>0.2"],
