@@ -40,14 +40,19 @@ const exportCommand: CommandModule<object, ArgsOf<typeof withExportOptions>> = {
 
 function withImportOptions<T>(y: Argv<T>) {
   return y
-    .positional("export", { type: "string", demandOption: true, describe: "a Label Studio export of the tasks, labelled: JSON, JSON-MIN (.json) or CSV (.csv)" })
+    .positional("export", {
+      type: "string",
+      demandOption: true,
+      describe: "a Label Studio export of the tasks, labelled: JSON, JSON-MIN (.json) or CSV (.csv)",
+    })
     .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file (questions and their options)" })
     .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the gold labels (CSV: id and one column per question)" });
 }
 
 const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
   command: "import <export>",
-  describe: "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
+  describe:
+    "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
     const job = loadJob(args.job);

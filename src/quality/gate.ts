@@ -133,9 +133,15 @@ export function checkConditions(conditions: readonly Condition[], inputs: GateIn
     const isClass = CLASS_METRICS.some((m) => m.name === c.metric);
     const drift = DRIFT_METRICS.find((m) => m.name === c.metric);
     if (!drift && !goldNames.includes(c.metric)) {
-      const answers = DRIFT_METRICS.map((m) => m.name).join(", ");
+      const compared = DRIFT_METRICS.filter((m) => m.needs === "compare").map((m) => m.name);
+      const own = DRIFT_METRICS.filter((m) => m.needs !== "compare").map((m) => m.name);
+      const now = [...(inputs.gold ? goldNames : []), ...(inputs.compare ? compared : []), ...own];
+      const more = [
+        ...(inputs.compare ? [] : [`with --compare on ${compared.join(", ")}`]),
+        ...(inputs.gold ? [] : [`with --gold on ${goldNames.join(", ")}`]),
+      ];
       throw new QualityInputError(
-        `--fail-if: no metric "${c.metric}" (in "${c.text}"); ${inputs.command} gates on ${answers}${inputs.gold ? ", " : ", and with --gold on "}${goldNames.join(", ")} (docs/metrics.md)`,
+        `--fail-if: no metric "${c.metric}" (in "${c.text}"); ${inputs.command} gates on ${now.join(", ")}${more.length ? `, ${more.join(", and ")}` : ""} (docs/metrics.md)`,
       );
     }
     if (isClass && c.option === undefined)

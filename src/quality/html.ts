@@ -438,7 +438,7 @@ table.verdict{margin:0;width:100%}table.verdict td,table.verdict th{text-align:l
 .mark{display:inline-block;min-width:2.6em;text-align:center;border-radius:4px;padding:0 4px;margin-right:4px;font-weight:650;font-size:12px}
 .m-ok .mark{background:#dcfce7;color:#166534}.m-look .mark{background:#fef3c7;color:#92400e}.m-act .mark{background:#fee2e2;color:#991b1b}.m-na .mark{background:#f3f4f6;color:#4b5563}
 td.m-act{background:#fff7f7}td.m-look{background:#fffdf5}
-.gate{color:#991b1b;font-weight:600}
+.gate{color:#991b1b;font-weight:600}p.gate{margin:4px 0}
 `;
 
 /** A band: one question's cards in columns of one chart's width (see the file comment); `wide` parts span every column. */

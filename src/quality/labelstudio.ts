@@ -107,7 +107,8 @@ export function labelingConfig(job: Job): string {
     `  <Text name="${PREFIX}text_id" value="$${ID_KEY}"/>`,
     `  <Text name="${PREFIX}text_reason" value="$${REASON_KEY}"/>`,
   ];
-  for (const { field, key } of kept) lines.push(`  <Header value="${xml(field)}"/>`, `  <Text name="${PREFIX}text_${key.slice(PREFIX.length)}" value="$${key}"/>`);
+  for (const { field, key } of kept)
+    lines.push(`  <Header value="${xml(field)}"/>`, `  <Text name="${PREFIX}text_${key.slice(PREFIX.length)}" value="$${key}"/>`);
   for (const [name, question] of Object.entries(job.questions)) {
     const info = infoOf(name, question);
     lines.push(`  <Header value="${xml(question.instructions ? `${name}: ${question.instructions}` : name)}"/>`);
@@ -157,7 +158,12 @@ function originOf(record: Obj): Origin | undefined {
  * when the job names none. A record whose id is not the row's (the input
  * changed since the run) is refused.
  */
-async function statesFromInput(job: Job, rows: { id: string; origin: Origin | undefined }[], input: string | undefined, reviewPath: string): Promise<(string | undefined)[]> {
+async function statesFromInput(
+  job: Job,
+  rows: { id: string; origin: Origin | undefined }[],
+  input: string | undefined,
+  reviewPath: string,
+): Promise<(string | undefined)[]> {
   const wanted = new Map<string, Map<number, number[]>>();
   rows.forEach((r, i) => {
     if (!r.origin) return;
@@ -246,7 +252,8 @@ export async function reviewTasks(reviewPath: string, job: Job, options: { input
   const empty: string[] = [];
   tasks.forEach((t, i) => {
     const state = fromKept[i] ?? read[i];
-    if (state === undefined || state.trim() === "") empty.push(rows[i]?.origin ? `${t.data[ID_KEY]} (line ${rows[i]?.origin?.line})` : (t.data[ID_KEY] as string));
+    if (state === undefined || state.trim() === "")
+      empty.push(rows[i]?.origin ? `${t.data[ID_KEY]} (line ${rows[i]?.origin?.line})` : (t.data[ID_KEY] as string));
     else t.data[STATE_KEY] = state;
   });
   if (empty.length > 0)
@@ -277,7 +284,10 @@ function headOf(path: string): string | undefined {
     fd = openSync(path, "r");
     const head = Buffer.alloc(4096);
     const n = readSync(fd, head, 0, head.length, 0);
-    return head.subarray(0, n).toString("utf8").replace(/^\uFEFF/, "");
+    return head
+      .subarray(0, n)
+      .toString("utf8")
+      .replace(/^\uFEFF/, "");
   } catch {
     return undefined;
   } finally {
@@ -365,7 +375,11 @@ function fromFlat(rows: Obj[], where: (i: number, row: Obj) => string, columns: 
       if (value === undefined || value === null || value === "") continue;
       choices.set(column, flatChoices(value));
     }
-    task.annotations.push({ cancelled: row["was_cancelled"] === true || row["was_cancelled"] === "True" || row["was_cancelled"] === "true", groundTruth: false, choices });
+    task.annotations.push({
+      cancelled: row["was_cancelled"] === true || row["was_cancelled"] === "True" || row["was_cancelled"] === "true",
+      groundTruth: false,
+      choices,
+    });
   });
   return out;
 }

@@ -117,9 +117,12 @@ function assessmentCards(q: QuestionAssessment, shown: readonly Metric[], gate: 
     `<div class="card numbers"><h3>${escapeHtml(q.name)} in numbers</h3>${tiles([...first, ...rest])}${table(["metric (↑ higher is better, ↓ lower)", "value"], rows)}${eceNote}</div>`,
   ];
   if (q.classes) {
-    // A figure over its interval, and a breach of the gate under both.
-    const figure = (value: number | null, interval: [number, number] | null, broken: string[]) =>
-      `${value === null ? "n/a" : num(value)}${interval ? `<div class="sub">${intervalText(interval)}</div>` : ""}${broken.map((b) => `<div class="gate">✗ gate ${escapeHtml(b)}</div>`).join("")}`;
+    // A figure over its interval, marked when the gate broke on it; the conditions themselves under the table, where they have room.
+    const broke: string[] = [];
+    const figure = (value: number | null, interval: [number, number] | null, broken: string[]) => {
+      broke.push(...broken);
+      return `${value === null ? "n/a" : num(value)}${interval ? `<div class="sub">${intervalText(interval)}</div>` : ""}${broken.length ? '<div class="gate">✗ gate</div>' : ""}`;
+    };
     const rows = q.classes
       .map(
         (c) =>
@@ -127,7 +130,7 @@ function assessmentCards(q: QuestionAssessment, shown: readonly Metric[], gate: 
       )
       .join("");
     cards.push(
-      `<div class="card classes"><h3>${escapeHtml(q.name)} per class</h3><table><thead><tr><th>class</th><th>gold rows</th><th>recall</th><th>precision</th></tr></thead><tbody>${rows}</tbody></table><p class="muted">Under each figure its 95% Wilson interval; rare: under 10% of the gold rows.</p></div>`,
+      `<div class="card classes"><h3>${escapeHtml(q.name)} per class</h3><table><thead><tr><th>class</th><th>gold rows</th><th>recall</th><th>precision</th></tr></thead><tbody>${rows}</tbody></table>${broke.map((b) => `<p class="gate">✗ gate ${escapeHtml(b)}</p>`).join("")}<p class="muted">Under each figure its 95% Wilson interval; rare: under 10% of the gold rows.</p></div>`,
     );
   }
   cards.push(

@@ -124,7 +124,17 @@ beforeAll(async () => {
   writeFixture("ids", withIds);
   writeFixture("lines", byLine);
   for (const name of ["ids", "lines"] as const) {
-    const r = await cli(["labelstudio", "export", fixtures[name].review.jsonl, "--job", fixtures[name].job, "-o", `${name}.tasks.json`, "--config", `${name}.config.xml`]);
+    const r = await cli([
+      "labelstudio",
+      "export",
+      fixtures[name].review.jsonl,
+      "--job",
+      fixtures[name].job,
+      "-o",
+      `${name}.tasks.json`,
+      "--config",
+      `${name}.config.xml`,
+    ]);
     expect(r.code, r.stderr).toBe(0);
   }
   config = readFileSync(join(dir, "ids.config.xml"), "utf8");
@@ -179,10 +189,15 @@ describe("labelstudio export", () => {
     const moved = join(dir, "moved.tickets.jsonl");
     const review = join(dir, "moved.review.jsonl");
     writeFileSync(moved, readFileSync(fixtures.ids.input));
-    writeFileSync(review, readFileSync(fixtures.ids.review.jsonl, "utf8").replaceAll(JSON.stringify(fixtures.ids.input), JSON.stringify(join(dir, "gone.jsonl"))));
+    writeFileSync(
+      review,
+      readFileSync(fixtures.ids.review.jsonl, "utf8").replaceAll(JSON.stringify(fixtures.ids.input), JSON.stringify(join(dir, "gone.jsonl"))),
+    );
     const r = await cli(["labelstudio", "export", review, "--job", fixtures.ids.job, "-o", "moved.tasks.json", "--config", "moved.config.xml"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^typed-eval: the tasks would give annotators nothing to read: the state ticket is not kept in .*; pass --input <the file the run read>/);
+    expect(r.stderr).toMatch(
+      /^typed-eval: the tasks would give annotators nothing to read: the state ticket is not kept in .*; pass --input <the file the run read>/,
+    );
     expect(existsSync(join(dir, "moved.tasks.json"))).toBe(false);
     expect(existsSync(join(dir, "moved.config.xml"))).toBe(false);
     const ok = await cli(["labelstudio", "export", review, "--job", fixtures.ids.job, "-o", "moved.tasks.json", "--input", moved]);
@@ -231,7 +246,9 @@ describe("Label Studio's exports as gold, joined by our record id", () => {
         for (const q of assessment.questions) expect(q.metrics.accuracy).toBeCloseTo(1 - 8 / N, 12);
         const i = await cli(["labelstudio", "import", path, "--job", f.job, "-o", `${name}.${format}.gold.csv`]);
         expect(i.code, i.stderr).toBe(0);
-        const csv = readFileSync(join(dir, `${name}.${format}.gold.csv`), "utf8").trim().split("\n");
+        const csv = readFileSync(join(dir, `${name}.${format}.gold.csv`), "utf8")
+          .trim()
+          .split("\n");
         expect(csv[0]).toBe("id,refund,team,mood");
         expect(csv).toHaveLength(N + 1);
         const b = await cli(["assess", f.review.jsonl, "--gold", `${name}.${format}.gold.csv`, "--job", f.job, "--json", "--bootstrap", "0"]);

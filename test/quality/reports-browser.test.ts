@@ -12,7 +12,8 @@
  *
  * The docs' pictures are these screenshots at 1,280 px: regenerate them with
  *   UPDATE_DOCS_IMG=1 npx vitest run test/quality/reports-browser.test.ts
- * (copies out/screenshots/{assessment,run-report}-1280.png to docs/img/), and look at them.
+ * (copies the first screen of the assessment and run-report pages, and one
+ * question's detail of each, to docs/img/), and look at them.
  */
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
@@ -172,10 +173,17 @@ async function check(html: string, name: string, labels: string[], more: (page: 
     await more(page);
     await page.close();
   }
-  if (process.env["UPDATE_DOCS_IMG"]) {
-    const doc = name === "assessment" || name === "run-report" ? name : undefined;
-    if (doc) copyFileSync(join(SHOTS, `${name}-1280.png`), join(ROOT, "docs/img", `${doc}.png`));
-  }
+}
+
+/** The docs' pictures (UPDATE_DOCS_IMG=1): a page's first screen at 1,280 px, and one question's detail. */
+async function docsPictures(name: string, question: string): Promise<void> {
+  const page = await browser!.newPage({ viewport: { width: 1280, height: HEIGHT } });
+  await page.goto(pathToFileURL(join(dir, `${name}.html`)).href, { waitUntil: "load" });
+  await page.locator(`#${anchorOf(question)} + .band`).screenshot({ path: join(SHOTS, `${name}-question-1280.png`) });
+  await page.close();
+  if (!process.env["UPDATE_DOCS_IMG"]) return;
+  copyFileSync(join(SHOTS, `${name}-1280-top.png`), join(ROOT, "docs/img", `${name}.png`));
+  copyFileSync(join(SHOTS, `${name}-question-1280.png`), join(ROOT, "docs/img", `${name}-question.png`));
 }
 
 /** Every breach of the gate is marked in its verdict cell and in its question's detail. */
@@ -221,6 +229,7 @@ describe.skipIf(!hasChromium)("HTML pages in Chromium", () => {
         "recall of yes, the weakest class (rare)",
       );
     });
+    await docsPictures("assessment", "is_spam");
   }, 120_000);
 
   it("report --compare: each distribution earlier against now, the model change, every drift breach marked", async () => {
@@ -237,6 +246,7 @@ describe.skipIf(!hasChromium)("HTML pages in Chromium", () => {
       }
       expect(await page.locator("p.model.changed").count()).toBe(1);
     });
+    await docsPictures("run-report", "urgency");
   }, 120_000);
 
   it("ten questions: the verdict stays in the first screen, each row linked to its detail", async () => {
