@@ -26,7 +26,7 @@ import { type Measured, measure } from "../../src/quality/measure.js";
 import { anchorOf, qualityPage } from "../../src/quality/pages.js";
 import { Suspects } from "../../src/quality/suspects.js";
 import { CHROMIUM, hasChromium, launch } from "../support/browser.js";
-import { FIVE_QUESTIONS, TEN_QUESTIONS, writeRun } from "../support/label-sets.js";
+import { FIVE_QUESTIONS, IDENTITY_FILE, IDENTITY_SHA, MODEL, TEN_QUESTIONS, writeRun } from "../support/label-sets.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const SHOTS = join(ROOT, "out/screenshots");
@@ -42,15 +42,6 @@ if (!hasChromium) {
   );
 }
 
-const IDENTITY_NOW = JSON.stringify([
-  "local",
-  "qwen2.5-0.5b-instruct-1.0.0",
-  "file:/models/qwen2.5-0.5b-instruct-q4_k_m.gguf:397808192:1763800000000",
-  "chatml",
-  1,
-]);
-const IDENTITY_EARLIER = JSON.stringify(["local", "qwen2.5-0.5b-instruct-1.0.0", `sha256:${"67c4f157".repeat(8)}`, "chatml", 1]);
-
 beforeAll(async () => {
   // Under the working directory, as a user's out/ would be: the pages show these names relative, never a temporary path.
   dir = join(ROOT, "out/report-fixtures");
@@ -65,15 +56,15 @@ beforeAll(async () => {
     n: 1500,
     seed: 3,
     questions: FIVE_QUESTIONS,
-    model: "qwen2.5-0.5b-instruct-1.0.0",
-    identity: IDENTITY_NOW,
+    model: MODEL,
+    identity: IDENTITY_FILE,
     failed: 2,
   });
   // The same records answered last night by other weights of the same name: sharper probabilities move the noul and score distributions.
-  writeRun(files["earlier"], { n: 1500, seed: 3, questions: FIVE_QUESTIONS, model: "qwen2.5-0.5b-instruct-1.0.0", identity: IDENTITY_EARLIER, sharpness: 1.8 });
+  writeRun(files["earlier"], { n: 1500, seed: 3, questions: FIVE_QUESTIONS, model: MODEL, identity: IDENTITY_SHA, sharpness: 1.8 });
   files["gold"] = at("tonight.gold.csv");
   writeFileSync(files["gold"], tonight.gold);
-  const ten = writeRun(files["ten"], { n: 400, seed: 5, questions: TEN_QUESTIONS, model: "qwen2.5-0.5b-instruct-1.0.0", identity: IDENTITY_NOW });
+  const ten = writeRun(files["ten"], { n: 400, seed: 5, questions: TEN_QUESTIONS, model: MODEL, identity: IDENTITY_FILE });
   files["tenGold"] = at("ten.gold.csv");
   writeFileSync(files["tenGold"], ten.gold);
   if (hasChromium) browser = await launch();

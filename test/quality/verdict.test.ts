@@ -16,26 +16,18 @@ import { measure } from "../../src/quality/measure.js";
 import { qualityPage } from "../../src/quality/pages.js";
 import { describeShifts } from "../../src/quality/report.js";
 import { describeVerdict } from "../../src/quality/verdict.js";
-import { FIVE_QUESTIONS, writeRun } from "../support/label-sets.js";
+import { FIVE_QUESTIONS, IDENTITY_FILE, IDENTITY_SHA, MODEL, writeRun } from "../support/label-sets.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-verdict-"));
 const at = (name: string) => join(dir, name);
-const IDENTITY = JSON.stringify([
-  "local",
-  "qwen2.5-0.5b-instruct-1.0.0",
-  "file:/models/qwen2.5-0.5b-instruct-q4_k_m.gguf:397808192:1763800000000",
-  "chatml",
-  1,
-]);
-const OTHER = JSON.stringify(["local", "qwen2.5-0.5b-instruct-1.0.0", `sha256:${"67c4f157".repeat(8)}`, "chatml", 1]);
 
 beforeAll(() => {
-  const night = { n: 1000, seed: 3, questions: FIVE_QUESTIONS, model: "qwen2.5-0.5b-instruct-1.0.0" };
-  const tonight = writeRun(at("tonight.jsonl"), { ...night, identity: IDENTITY });
+  const night = { n: 1000, seed: 3, questions: FIVE_QUESTIONS, model: MODEL };
+  const tonight = writeRun(at("tonight.jsonl"), { ...night, identity: IDENTITY_FILE });
   writeFileSync(at("gold.csv"), tonight.gold);
-  writeRun(at("same.jsonl"), { ...night, identity: IDENTITY });
-  writeRun(at("other-model.jsonl"), { ...night, identity: OTHER, sharpness: 1.8 });
-  writeRun(at("disjoint.jsonl"), { ...night, identity: IDENTITY, firstId: 100_000 });
+  writeRun(at("same.jsonl"), { ...night, identity: IDENTITY_FILE });
+  writeRun(at("other-model.jsonl"), { ...night, identity: IDENTITY_SHA, sharpness: 1.8 });
+  writeRun(at("disjoint.jsonl"), { ...night, identity: IDENTITY_FILE, firstId: 100_000 });
 });
 
 describe("the verdict", () => {
@@ -119,7 +111,7 @@ describe("the verdict", () => {
     );
     // No failures recorded anywhere: the answered cell is n/a too, not ok.
     const bare = at("bare.jsonl");
-    writeRun(bare, { n: 50, seed: 9, questions: FIVE_QUESTIONS.slice(0, 1), model: "m", identity: IDENTITY });
+    writeRun(bare, { n: 50, seed: 9, questions: FIVE_QUESTIONS.slice(0, 1), model: "m", identity: IDENTITY_FILE });
     rmSync(`${bare}.errors.jsonl`);
     rmSync(`${bare}.usage.json`);
     const alone = await measure({ answers: bare, report: true });

@@ -10,6 +10,11 @@
 import { writeFileSync } from "node:fs";
 import { seededRandom } from "../../src/quality/metrics.js";
 
+/** The model of the tests' nights: its versioned id, and two identities as `run` records them (a local file; other weights of the same name, by hash). */
+export const MODEL = "qwen2.5-0.5b-instruct-1.0.0";
+export const IDENTITY_FILE = JSON.stringify(["local", MODEL, "file:/models/qwen2.5-0.5b-instruct-q4_k_m.gguf:397808192:1763800000000", "chatml", 1]);
+export const IDENTITY_SHA = JSON.stringify(["local", MODEL, `sha256:${"67c4f157".repeat(8)}`, "chatml", 1]);
+
 export interface QuestionSpec {
   name: string;
   type: "noul" | "choice" | "score";
