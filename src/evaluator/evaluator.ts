@@ -71,3 +71,37 @@ export interface ModelSet extends Evaluator {
   /** The evaluator a name selects; a 422 naming the valid names when none. */
   route(model: string): Evaluator;
 }
+
+/**
+ * An identity (see `Evaluator.identity`) as a person would name it: "local
+ * file model.gguf (120 MB), chatml", "local, sha256 67c4f157…, chatml",
+ * "remote https://host/v1/systemone, model jev-latest". Anything else is
+ * returned as it is.
+ */
+export function describeIdentity(identity: string): string {
+  let parts: unknown;
+  try {
+    parts = JSON.parse(identity);
+  } catch {
+    return identity;
+  }
+  if (!Array.isArray(parts)) return identity;
+  const [where, ...rest] = parts as unknown[];
+  if (where === "remote") return `remote ${String(rest[0])}, model ${String(rest[1])}`;
+  if (where !== "local") return identity;
+  const [, weights, template, temperature] = rest;
+  const w = typeof weights === "string" ? weights : "";
+  const out = ["local"];
+  if (w.startsWith("sha256:")) out.push(`sha256 ${w.slice(7, 15)}…`);
+  else if (w.startsWith("file:")) {
+    // file:<real path>:<size>:<mtime>; the path may hold colons itself.
+    const fields = w.slice(5).split(":");
+    const path = fields.slice(0, -2).join(":");
+    const size = Number(fields[fields.length - 2]);
+    out[0] = `local file ${path.split(/[\\/]/).pop() ?? path}`;
+    if (Number.isFinite(size)) out.push(size >= 1e6 ? `${(size / 1e6).toFixed(size >= 1e8 ? 0 : 1)} MB` : `${Math.round(size / 1e3)} kB`);
+  }
+  if (typeof template === "string" && template) out.push(template);
+  if (typeof temperature === "number" && temperature !== 1) out.push(`temperature ${temperature}`);
+  return out.join(", ");
+}

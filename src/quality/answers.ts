@@ -124,7 +124,7 @@ function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unk
  * usage error; a store that stays down past its retries is a `StorageError`
  * (exit 9: rerun once it is back).
  */
-async function openFile(path: string, format: InputFormat, what: string): Promise<Source> {
+export async function openFile(path: string, format: InputFormat, what: string): Promise<Source> {
   try {
     return isS3(path) ? await openS3Source(path, format) : openLocalSource(path, format);
   } catch (error) {

@@ -12,7 +12,8 @@ import { describe, expect, it } from "vitest";
 import { assess } from "../../src/quality/assess.js";
 import { findSuspects, SUSPECT_METHODS, type LabelledRows, type SuspectMethod } from "../../src/quality/confident-learning.js";
 import { seededRandom } from "../../src/quality/metrics.js";
-import { assessmentHtml } from "../../src/quality/report.js";
+import { anchorOf, qualityPage } from "../../src/quality/pages.js";
+import { buildVerdict } from "../../src/quality/verdict.js";
 import { GoldIds, Suspects, TOP } from "../../src/quality/suspects.js";
 import { runInProcess } from "../support/cli.js";
 import { before, CASES, flipped, QUESTIONS, REGIMES, synthetic } from "../support/planted-flips.js";
@@ -384,10 +385,10 @@ describe("the suspects list", () => {
     const s = await suspectsOf(p);
     const a = await assess(p.answers, p.gold, { bootstrap: 0 });
     a.suspects = s.summary();
-    const html = assessmentHtml(a);
+    const html = qualityPage({ title: "Assessment", verdict: buildVerdict({ assessment: a }), assessment: a });
     for (const q of a.suspects.questions) {
-      const section = html.slice(html.indexOf(`<h2>${q.question} `));
-      const part = section.slice(0, section.indexOf("<h2>", 4) > 0 ? section.indexOf("<h2>", 4) : undefined);
+      const section = html.slice(html.indexOf(`<h2 id="${anchorOf(q.question)}">`));
+      const part = section.slice(0, section.indexOf("<h2", 4) > 0 ? section.indexOf("<h2", 4) : undefined);
       expect(part).toContain(`Suspect gold labels: ${q.suspects} rows`);
       expect(part).toContain("<th>margin ↓</th>");
       expect(q.top.length).toBe(Math.min(TOP, q.suspects));
