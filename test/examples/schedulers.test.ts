@@ -11,8 +11,8 @@ import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import S3rver from "s3rver";
+import { GetObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { startS3Store, type S3Store } from "../support/s3-proxy.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openModels } from "../../src/evaluator/factory.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
@@ -33,7 +33,7 @@ const yesterday = execFileSync("date", ["-d", "yesterday", "+%F"], { encoding: "
 
 let dir: string;
 let binDir: string;
-let s3: S3rver;
+let s3: S3Store;
 let client: S3Client;
 let s3Env: Record<string, string>;
 let router: ModelRouter;
@@ -42,11 +42,10 @@ let key: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-schedulers-"));
-  s3 = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: BUCKET, configs: [] }] });
-  const { port } = await s3.run();
-  const endpoint = `http://127.0.0.1:${port}`;
-  s3Env = { AWS_ENDPOINT_URL_S3: endpoint, AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "S3RVER", AWS_REGION: "us-east-1" };
-  client = new S3Client({ endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
+  // Through the proxy that gives s3rver the conditional writes an S3 journal's lock needs, as S3 has.
+  s3 = await startS3Store(join(dir, "s3"), [BUCKET]);
+  s3Env = s3.env;
+  client = s3.client;
   await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `tickets/${day}/tickets.jsonl`, Body: readFileSync(TICKETS) }));
   // The endpoint the examples' --base-url names, with an account whose key the examples must supply.
   const accounts = join(dir, "accounts.json");
