@@ -20,12 +20,13 @@ Setting ``cmds`` would replace the entrypoint and drop tini.
 
 The journal of an S3 output lives in S3 beside it (``<output>.journal/``), so
 a retry on another worker or in a new pod resumes where the last one stopped:
-a lost worker repays at most its last 5 seconds of records. Its lock goes
-stale one minute after a worker dies; the first retry comes two minutes
-later.
+a lost worker repays at most its last 5 seconds of records. Its lock is
+taken over once its heartbeat has stood still for a minute (the retry
+watches it that long); the first retry comes two minutes later.
 
 Exit codes (docs/scheduling.md, "Exit codes"): only the resumable ones
-(3: endpoint down; 9: storage down; 130/143: stopped by a signal) are retried, with
+(3: endpoint down; 9: storage down; 10: the input changed while it was read;
+130/143: stopped by a signal) are retried, with
 exponential backoff. 6 (no input tonight) skips. 1 (too many failed records),
 2 (bad job or input), 5 (every record fails: a wrong field or format), 7
 (another run holds the journal) fail at once: retrying would not change them.
@@ -61,7 +62,7 @@ from airflow.providers.cncf.kubernetes.secret import Secret
 from kubernetes.client import models as k8s
 
 SHARDS = 4
-RESUMABLE = {3, 9, 130, 143}
+RESUMABLE = {3, 9, 10, 130, 143}
 NO_INPUT = 6
 GATE_FAILED = 4
 DRIFT_GATE = "team.psi>0.2,urgency.psi>0.2"

@@ -5,7 +5,7 @@
  * exit code, no stack trace, the verdict of the `--summary-json` file, what
  * is left behind, and that the rerun ends with every id exactly once and at
  * most the documented bound paid twice. The fencing case (SIGSTOP past the
- * S3 lock's expiry) runs with SOAK=1.
+ * S3 lock's lease) and the wall clock stepped under libfaketime run with SOAK=1.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -20,6 +20,8 @@ import { startS3Store, type S3Proxy, type S3Store } from "../support/s3-proxy.js
 import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
 
 const SOAK = process.env["SOAK"] === "1";
+/** Debian's libfaketime (`apt-get install faketime`), for the clock step in a real process. */
+const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const STACK = /\n\s+at .+:\d+:\d+\)?\n/;
 
 let dir: string;
@@ -418,8 +420,44 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
     }, 60_000);
   });
 
+  it.runIf(SOAK && existsSync(FAKETIME))(
+    "a wall clock stepped 5 minutes forward mid-run, as NTP does on a VM that slept (libfaketime, the monotonic clock left alone): the lone run keeps its S3 lock and finishes",
+    async () => {
+      reset();
+      delayMs = 40;
+      const n = 300;
+      await put("in/stepped.jsonl", lines("k", n));
+      const cwd = join(dir, "stepped");
+      mkdirSync(cwd, { recursive: true });
+      const stamp = join(cwd, "faketime");
+      writeFileSync(stamp, "+0");
+      // Forward only: a step back holds the rate limiter (Bottleneck times its queue on the wall clock) for the step's length;
+      // the lease itself is shown to survive steps back by the in-process test (test/runner/s3-lock.test.ts).
+      onRequest = (count) => {
+        if (count === 60) writeFileSync(stamp, "+5m");
+      };
+      // A lease of 1.8 s renewed every 0.5 s: each step is minutes past it on the wall clock.
+      const stepped = env({
+        LD_PRELOAD: FAKETIME,
+        FAKETIME_TIMESTAMP_FILE: stamp,
+        FAKETIME_NO_CACHE: "1",
+        FAKETIME_DONT_FAKE_MONOTONIC: "1",
+        TYPED_EVAL_S3_LOCK_STALE_MS: "2000",
+      });
+      const r = await runCli(runArgs("s3://data/in/stepped.jsonl", "s3://data/out/stepped.jsonl"), { cwd, env: stepped });
+      expect(r.stderr).not.toMatch(STACK);
+      expect(r.stderr).not.toMatch(/took the journal over|stalled past/);
+      expect(r.code).toBe(0);
+      expect(verdictIn(cwd)).toBe("done");
+      expectEachOnce(idsOf(await get("out/stepped.jsonl")), n);
+      expect(paidTwice()).toBe(0);
+      console.log(`matrix: wall clock stepped +5 min mid-run (libfaketime): exit ${r.code}`);
+    },
+    120_000,
+  );
+
   it.runIf(SOAK)(
-    "fencing: a run paused (SIGSTOP) past its S3 lock's expiry, another taking over, then resumed: it sends nothing more, writes no output, exits 8",
+    "fencing: a run paused (SIGSTOP) past its S3 lock's lease, another taking over, then resumed: it sends nothing more, writes no output, exits 8",
     async () => {
       reset();
       delayMs = 20;
@@ -446,7 +484,7 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       child.kill("SIGCONT");
       const codeA = await exitedA;
       expect(stderrA).not.toMatch(STACK);
-      expect(stderrA).toMatch(/stalled past its lock's expiry|took the lock .* over/);
+      expect(stderrA).toMatch(/stalled past its lock's lease|took the lock .* over/);
       expect(codeA).toBe(8);
       expect(verdictIn(a)).toBe("lock-lost");
       // The paused run sent nothing after it resumed, and did not overwrite the output.
