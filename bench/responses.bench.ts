@@ -6,56 +6,21 @@
  * concurrency. Peak RSS of each from /usr/bin/time; the ratio's goal is 2.
  * BENCH_CONCURRENCY (default 32,1000) picks the concurrencies.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Benchmark, Ratio } from "./harness.js";
-import type { UpstreamConfig } from "./upstream.js";
+import { timedCli, upstreamProcess } from "./processes.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-bench-responses-"));
-
-async function upstream(config: UpstreamConfig): Promise<{ url: string; stop(): void }> {
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "upstream.ts"), JSON.stringify(config)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const port = await new Promise<string>((resolve) => child.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim())));
-  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill() };
-}
 
 /** One CLI run: its exit code, wall seconds and peak RSS in MiB. */
 function measured(input: string, url: string, concurrency: number): { code: number; seconds: number; peakMiB: number } {
   const job = join(dir, "job.json");
   writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
   const out = join(dir, `out-${Date.now()}-${Math.random()}.jsonl`);
-  const started = Date.now();
-  const time = spawnSync(
-    "/usr/bin/time",
-    [
-      "-f",
-      "%M",
-      process.execPath,
-      join(import.meta.dirname, "../bin/typed-eval.js"),
-      "run",
-      input,
-      "--job",
-      job,
-      "-o",
-      out,
-      "--base-url",
-      url,
-      "--rpm",
-      "1e12",
-      "--tps",
-      "1e15",
-      "--concurrency",
-      String(concurrency),
-      "--max-retries",
-      "0",
-    ],
-    { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
-  );
-  return { code: time.status ?? -1, seconds: (Date.now() - started) / 1000, peakMiB: Number(time.stderr.trim().split("\n").at(-1)) / 1024 };
+  const limits = ["--rpm", "1e12", "--tps", "1e15", "--concurrency", String(concurrency), "--max-retries", "0"];
+  return timedCli(["run", input, "--job", job, "-o", out, "--base-url", url, ...limits]);
 }
 
 const bench: Benchmark = {
@@ -64,8 +29,8 @@ const bench: Benchmark = {
   async run() {
     const figures: Record<string, number> = {};
     const ratios: Ratio[] = [];
-    const normal = await upstream({ minMs: 0, maxMs: 0, rpm: 1e12, tps: 1e15 });
-    const large = await upstream({ minMs: 0, maxMs: 0, rpm: 1e12, tps: 1e15, bodyBytes: 40_000_000 });
+    const normal = await upstreamProcess({ minMs: 0, maxMs: 0, rpm: 1e12, tps: 1e15 });
+    const large = await upstreamProcess({ minMs: 0, maxMs: 0, rpm: 1e12, tps: 1e15, bodyBytes: 40_000_000 });
     try {
       for (const concurrency of (process.env["BENCH_CONCURRENCY"] ?? "32,1000").split(",").map(Number)) {
         const records = Math.max(200, concurrency);
