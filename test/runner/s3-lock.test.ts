@@ -134,7 +134,10 @@ describe("the S3 lock", () => {
   });
 
   it("of five runs that take the lock at the same moment, exactly one holds it", async () => {
-    const tries = await Promise.allSettled(Array.from({ length: 5 }, () => acquireS3Lock("s3://locks/race/", { client, staleMs: 600 })));
+    // Five hosts (in one process a lock naming this host and pid with another nonce is a previous incarnation's).
+    const tries = await Promise.allSettled(
+      Array.from({ length: 5 }, (_, i) => acquireS3Lock("s3://locks/race/", { client, staleMs: 600, as: { host: `racer-${i}`, pid: 1 } })),
+    );
     const held = tries.filter((t) => t.status === "fulfilled");
     expect(held).toHaveLength(1);
     for (const t of tries) if (t.status === "rejected") expect(t.reason).toBeInstanceOf(LockedError);

@@ -52,6 +52,8 @@ export interface S3LockOptions {
   /** Take the lock on a store that ignores conditional writes (`--unsafe-s3-lock`). */
   unsafe?: boolean | undefined;
   clock?: LockClock;
+  /** Who this run is (default: this host and process); tests start several runs in one process. */
+  as?: { host: string; pid: number };
   /** Told what the lock waits for, and the risk an unsafe lock runs. */
   onNote?: (message: string) => void;
 }
@@ -213,16 +215,23 @@ interface Claimed {
   at: number;
 }
 
-/** Writes this run into the lock under `condition`; a 412 means another run got there first: `LockedError`, naming it. */
+/**
+ * Writes this run into the lock under `condition`. A 412 means another run
+ * got there first (`LockedError`, naming it), or that an earlier attempt of
+ * this very write landed though its answer was lost: then the lock is ours.
+ */
 async function claimWith(store: LockObject, me: S3Holder, condition: Condition, timing: Timing, clock: LockClock): Promise<Claimed> {
+  const first = clock.monotonic();
   try {
     return await storageCall("writing the lock", store.path, async (signal) => {
       const at = clock.monotonic();
       return { etag: await store.write(heartbeatOf(me, clock), condition, store.key, signal), at };
     });
   } catch (error) {
-    if (conflicted(error)) throw new LockedError(store.path, (await store.read()).holder, timing.staleMs);
-    throw error;
+    if (!conflicted(error)) throw error;
+    const now = await store.read();
+    if (now.holder?.nonce === me.nonce) return { etag: now.etag, at: first };
+    throw new LockedError(store.path, now.holder, timing.staleMs);
   }
 }
 
@@ -273,7 +282,8 @@ export async function acquireS3Lock(location: string, options: S3LockOptions = {
   if (!conditional)
     onNote(`${store.path}: the store ignores conditional writes; taking the lock anyway (--unsafe-s3-lock): two runs started together may both pay`);
   const started = new Date(clock.wall()).toISOString();
-  const me: S3Holder = { host: hostname(), pid: process.pid, started, nonce: randomUUID(), heartbeat: started, beat: 0, staleMs: timing.staleMs };
+  const { host, pid } = options.as ?? { host: hostname(), pid: process.pid };
+  const me: S3Holder = { host, pid, started, nonce: randomUUID(), heartbeat: started, beat: 0, staleMs: timing.staleMs };
   const claimed = await claim(store, me, timing, clock, onNote);
   const etag = conditional ? claimed.etag : ((await confirmByReadBack(store, me, timing)) ?? claimed.etag);
   return new HeldS3Lock(store, me, etag, { timing, clock, conditional, renewedAt: claimed.at });
