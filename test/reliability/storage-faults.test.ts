@@ -202,18 +202,18 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
 
   it("an S3 input overwritten while it is read, its connection dropped: exit 10, finished records kept, the rerun answers exactly the input as it is now", async () => {
     reset();
-    const n = 600;
+    const n = 300;
     const key = "in/changing.jsonl";
     await put(key, lines("c", n));
     const cwd = join(dir, "changing");
     mkdirSync(cwd, { recursive: true });
     const args = runArgs(`s3://data/${key}`, "out.jsonl");
-    // The new version: the first 100 records edited (same length, same ids), 7 appended.
+    // The new version: the first 50 records edited (same length, same ids), 7 appended.
     const edited = lines("c", n)
       .split("\n")
-      .map((line, i) => (i < 100 ? line.replace('"record ', '"edited ') : line))
+      .map((line, i) => (i < 50 ? line.replace('"record ', '"edited ') : line))
       .join("\n");
-    proxy.faults([{ method: "GET", path: /^\/data\/in\/changing\.jsonl/, cutAfterBytes: 6_000, times: 1, atCut: () => put(key, `${edited}${lines("d", 7)}`) }]);
+    proxy.faults([{ method: "GET", path: /^\/data\/in\/changing\.jsonl/, cutAfterBytes: 3_000, times: 1, atCut: () => put(key, `${edited}${lines("d", 7)}`) }]);
     const first = await runCli(args, { cwd, env: env() });
     expect(first.stderr).not.toMatch(STACK);
     expect(first.stderr).toMatch(/stopped: the input changed while it was read: s3:\/\/data\/in\/changing\.jsonl changed while it was read/);
@@ -231,8 +231,8 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
     expectEachOnce(ids, n + 7);
     expect(ids.slice(-7)).toEqual(Array.from({ length: 7 }, (_, i) => `d${i}`));
     // Every edited record was asked as it is now; of the rest, at most what was in flight at the stop (4) was asked again.
-    for (let i = 0; i < 100; i++) expect(states).toContain(`edited c${i}`);
-    expect(paidTwice()).toBeLessThanOrEqual(100 + 4);
+    for (let i = 0; i < 50; i++) expect(states).toContain(`edited c${i}`);
+    expect(paidTwice()).toBeLessThanOrEqual(50 + 4);
     console.log(`matrix: S3 input overwritten mid-read: exit ${first.code} after ${paidFirst} requests, rerun exit ${second.code}, paid twice ${paidTwice()}`);
   }, 60_000);
 
