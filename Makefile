@@ -102,7 +102,9 @@ test: lint typecheck unit
 # The long variants of the reliability tests (test/reliability): 100 kills, 100,000
 # fuzzed bodies, three minutes of load; then the packed package installed and run.
 # About 30 minutes on two cores.
+FAKETIME_LIB ?= /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 soak: $(NPM_STAMP) $(BUILD_STAMP)
+	@test -e $(FAKETIME_LIB) || echo "*** No libfaketime: the wall-clock step case is SKIPPED (apt-get install -y faketime) ***" >&2
 	SOAK=1 npx vitest run test/reliability
 	PACKAGE_TEST=1 npx vitest run test/package
 

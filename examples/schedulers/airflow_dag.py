@@ -20,9 +20,9 @@ Setting ``cmds`` would replace the entrypoint and drop tini.
 
 The journal of an S3 output lives in S3 beside it (``<output>.journal/``), so
 a retry on another worker or in a new pod resumes where the last one stopped:
-a lost worker repays at most its last 5 seconds of records. Its lock goes
-stale one minute after a worker dies; the first retry comes two minutes
-later.
+a lost worker repays at most its last 5 seconds of records. Its lock is
+taken over once its heartbeat has stood still for a minute (the retry
+watches it that long); the first retry comes two minutes later.
 
 ``--job support-triage`` names the job bundled with the package: the same
 argument works in the image and on a worker with the npm package.

@@ -132,6 +132,11 @@ function withRunOptions<T>(y: Argv<T>) {
         { default: `${STORAGE_RETRY_MS / 1000}s`, describe: "how long S3 may fail (5xx, resets, timeouts) before the run stops, resumable (exit 9)" },
       ),
     )
+    .option("unsafe-s3-lock", {
+      type: "boolean",
+      default: false,
+      describe: "take an S3 journal's lock on a store that ignores conditional writes: two runs started together may then both pay",
+    })
     .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
     .option(
       "max-retries",
@@ -257,6 +262,7 @@ function runRequest(args: RunArgs, logger: Logger, stop: AbortSignal, onProgress
     maxErrorRate: args["max-error-rate"],
     graceMs: args.grace * 1000,
     journalFlushMs: args["journal-flush"] * 1000,
+    unsafeS3Lock: args["unsafe-s3-lock"],
     stop,
     logger,
     onProgress,

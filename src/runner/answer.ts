@@ -20,7 +20,7 @@ import { forEachBounded } from "./send/loop.js";
 import { AbortRun, Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
 import type { DoneIndex, Entry, ErrorEntry } from "./state/journal.js";
-import { isStorageFailure, LockLostError, type Verdict, SourceError } from "../api/verdict.js";
+import { InputChangedError, isStorageFailure, LockLostError, type Verdict, SourceError } from "../api/verdict.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {
@@ -261,7 +261,16 @@ export async function answerRecords(options: AnswerOptions, journal: JournalSink
       },
       onSourceError: (error) => {
         // The source itself failed (a CSV syntax error, invalid UTF-8, a gzip or network error): stop, keep what finished.
-        const as = error instanceof SourceError ? (error.absent ? "no-input" : "bad-input") : isStorageFailure(error) ? "storage-unavailable" : "aborted";
+        const as =
+          error instanceof InputChangedError
+            ? "input-changed"
+            : error instanceof SourceError
+              ? error.absent
+                ? "no-input"
+                : "bad-input"
+              : isStorageFailure(error)
+                ? "storage-unavailable"
+                : "aborted";
         stopWith((error as Error).message, as, error);
       },
       onGraceOver: () => abort.abort(new Error("the grace period ran out")),

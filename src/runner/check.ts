@@ -10,8 +10,8 @@ import { dirname, join, resolve } from "node:path";
 import { InvocationError, TypedEvalError } from "../api/errors.js";
 import { describeSystemError, systemErrorKind } from "../api/system-errors.js";
 import type { Source } from "../records/source.js";
-import { isS3 } from "../records/s3.js";
-import { isStorageFailure, StorageError, type Verdict, SourceError } from "../api/verdict.js";
+import { isS3, s3Object } from "../records/s3.js";
+import { InputChangedError, isStorageFailure, StorageError, type Verdict, SourceError } from "../api/verdict.js";
 
 /** A stage's failure as a verdict: nothing crosses a stage as an exception. */
 export interface StageFailure {
@@ -31,6 +31,7 @@ export function checkFailure(error: unknown): StageFailure {
   if (error instanceof TypedEvalError) return { verdict: "aborted", reason: message };
   // A store that failed past its retries already says what it was reading or writing, and for how long.
   if (error instanceof StorageError) return { verdict: "storage-unavailable", reason: message };
+  if (error instanceof InputChangedError) return { verdict: "input-changed", reason: message };
   const system = describeSystemError(error);
   // A store that does not answer (S3 down, refused, reset) is resumable; a path the user named wrong is not.
   if (systemErrorKind(error) !== "file-system" && isStorageFailure(error)) return { verdict: "storage-unavailable", reason: system ?? message };
@@ -66,7 +67,7 @@ function oneLine(error: unknown): string {
   return describeSystemError(error) ?? (error as Error).message;
 }
 
-/** Checks every local place a run writes (S3 ones are checked by taking the lock), and that the answers do not replace the input. */
+/** Checks every local place a run writes, that S3 ones name objects (the store itself is checked by taking the lock), and that the answers do not replace the input. */
 export function checkPlaces(
   paths: { output: string; errors: string | undefined; usage: string | undefined; summaryJson: string | undefined; journalPath: string },
   input: string,
@@ -85,7 +86,11 @@ export function checkPlaces(
     [paths.journalPath, "--journal"],
     [`${paths.journalPath}.lock`, "the journal's lock"],
   ];
-  for (const [place, flag] of places) if (place !== undefined && !isS3(place)) checkWritableFile(place, flag);
+  for (const [place, flag] of places) {
+    if (place === undefined) continue;
+    if (isS3(place)) s3Object(place, flag);
+    else checkWritableFile(place, flag);
+  }
 }
 
 /**

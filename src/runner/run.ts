@@ -31,8 +31,9 @@ import {
 import { RunLimiter } from "./send/limiter.js";
 import { Journal, type DoneIndex, type RunEntry } from "./state/journal.js";
 import { acquireLock, LockedError, type Lock } from "./state/lock.js";
-import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
-import { withStorageStop } from "../records/s3.js";
+import { S3Journal } from "./state/s3-journal.js";
+import { acquireS3Lock } from "./state/s3-lock.js";
+import { endStorageRetries, withStorageStop } from "../records/s3.js";
 import { isStorageFailure, LockLostError, type Verdict } from "../api/verdict.js";
 import type { Job } from "../records/job.js";
 import { parseShard } from "./input/requests.js";
@@ -125,6 +126,7 @@ async function finishRun(options: RunOptions, base: SummaryBase, answered: Answe
     }
   }
   Object.assign(summary, { verdict, reason, journal: options.journalName ?? options.journalPath });
+  endStorageRetries();
   await writeSummaries([options.usage, options.summaryJson], summary, options.logger);
   return { summary, verdict, status: verdict, reason, written, ...(written ? {} : { aborted: reason }) };
 }
@@ -191,6 +193,8 @@ export interface RunRequest {
   graceMs: number;
   /** Milliseconds between shipments of an S3 journal. */
   journalFlushMs: number;
+  /** Take an S3 lock on a store that ignores conditional writes (`--unsafe-s3-lock`). */
+  unsafeS3Lock?: boolean | undefined;
   stop?: AbortSignal | undefined;
   logger: Logger;
   onProgress?: AnswerOptions["onProgress"];
@@ -222,18 +226,8 @@ interface Checked {
 
 /** Runs every stage in order; returns the verdict, having written the summaries for it. */
 export function runLifecycle(request: RunRequest): Promise<RunEnd> {
-  // A stop ends the storage retries once the grace is over: a store that stays down cannot hold a stopped run.
-  return withStorageStop(afterGrace(request.stop, request.graceMs), () => runStages(request));
-}
-
-/** A signal that fires `graceMs` after `stop` does. */
-function afterGrace(stop: AbortSignal | undefined, graceMs: number): AbortSignal | undefined {
-  if (!stop) return undefined;
-  const late = new AbortController();
-  const arm = () => setTimeout(() => late.abort(), graceMs).unref();
-  if (stop.aborted) arm();
-  else stop.addEventListener("abort", arm, { once: true });
-  return late.signal;
+  // A stop, and a store that failed for its whole window, leave the run's storage retries the grace in all.
+  return withStorageStop(request.stop, () => runStages(request), request.graceMs);
 }
 
 async function runStages(request: RunRequest): Promise<RunEnd> {
@@ -298,10 +292,14 @@ async function lockStage(request: RunRequest, paths: RunPaths): Promise<Held> {
     const lock = acquireLock(`${paths.journalPath}.lock`);
     return { lock, mirror: undefined, fence: () => lock.assertHeld() };
   }
-  const lock = await acquireS3Lock(remote);
+  const lock = await acquireS3Lock(remote, { unsafe: request.unsafeS3Lock, onNote: (message) => request.logger.info({ lock: remote }, message) });
   try {
     const mirror = new S3Journal(remote, paths.journalPath, { flushMs: request.journalFlushMs });
-    mirror.onError = (error) => request.logger.warn({ err: error, journal: remote }, "could not ship the journal to S3; retrying at the next flush");
+    mirror.onError = (error) => {
+      // One line at warn; the stack is for a bug hunt, at debug.
+      request.logger.warn({ journal: remote }, `could not ship the journal to S3 (${checkFailure(error).reason}); retrying at the next flush`);
+      request.logger.debug({ err: error }, "the journal's shipment failed");
+    };
     const { segments } = await mirror.pull();
     request.logger.info({ journal: remote, segments }, segments ? `resuming from the journal in ${remote} (${segments} segments)` : `journaling to ${remote}`);
     mirror.start();
@@ -323,7 +321,8 @@ async function releaseStage(logger: Logger, evaluator: Evaluator | undefined, he
     try {
       await step();
     } catch (error) {
-      logger.warn({ err: error }, `releasing the run: ${checkFailure(error).reason}`);
+      logger.warn(`releasing the run: ${checkFailure(error).reason}`);
+      logger.debug({ err: error }, "releasing the run failed");
     }
   }
 }
@@ -386,6 +385,7 @@ async function endEarly(request: RunRequest, failure: StageFailure, checked: Che
   const target = request.target ?? targetOf;
   const usage = paths?.usage === undefined ? undefined : target(paths.usage);
   const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
+  endStorageRetries();
   await writeSummaries([usage, summaryJson === undefined ? undefined : target(summaryJson)], finish(summary), request.logger);
   return { verdict: failure.verdict, reason: failure.reason, summary, journal, paths, written: false };
 }

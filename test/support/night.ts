@@ -9,8 +9,8 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import S3rver from "s3rver";
+import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
+import { startS3Store } from "./s3-proxy.js";
 import { openModels } from "../../src/evaluator/factory.js";
 import type { ModelRouter } from "../../src/evaluator/router.js";
 import { createLogger } from "../../src/logging/logger.js";
@@ -58,11 +58,10 @@ export async function startNight(prefix: string): Promise<Night> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const day = { local: date(["+%F"]), utc: date(["-u", "+%F"]) };
   const yesterday = { local: date(["-d", "yesterday", "+%F"]), utc: date(["-u", "-d", "yesterday", "+%F"]) };
-  const s3 = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: BUCKET, configs: [] }] });
-  const { port } = await s3.run();
-  const endpoint = `http://127.0.0.1:${port}`;
-  const s3Env = { AWS_ENDPOINT_URL_S3: endpoint, AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "S3RVER", AWS_REGION: "us-east-1" };
-  const client = new S3Client({ endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
+  // Through the proxy that gives s3rver the conditional writes an S3 journal's lock needs, as S3 has.
+  const s3 = await startS3Store(join(dir, "s3"), [BUCKET]);
+  const s3Env = s3.env;
+  const client = s3.client;
   for (const d of new Set([day.local, day.utc])) {
     await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `tickets/${d}/tickets.jsonl`, Body: readFileSync(TICKETS) }));
   }
