@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { evaluatorRequestSchema, type Question } from "../api/schema.js";
 import { validateAgainst, validateEvaluatorRequest } from "../api/validate.js";
-import { answerColumnSuffixes, unitsOf, type Unit } from "../questions/index.js";
+import { answerColumnSuffixes, findKind, unitName, unitsOf, type Unit } from "../questions/index.js";
 import { missingJobHint } from "../records/bundled-jobs.js";
 
 /** A job file's fields; its questions may be of any registered type (those registered in process too), so the schema is built when a job is read. */
@@ -79,12 +79,17 @@ export function parseJob(json: unknown, origin: string): Job {
     const probe = validateEvaluatorRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
     const questions = result.value.questions;
-    const units: ReadonlyMap<string, Unit> = probe.ok ? unitsOf(questions) : new Map();
     // A part's unit is named <question>.<part>: a question of that name would share its columns, calibration and review threshold.
-    for (const [name, unit] of units) {
-      if (unit.of !== undefined && Object.hasOwn(questions, name))
-        problems.push(`questions.${name}: the name of a part of ${unit.of} (its columns are ${name}.*); rename the question`);
+    if (probe.ok) {
+      for (const [name, question] of Object.entries(questions)) {
+        for (const [part] of findKind(question)?.parts?.of(question) ?? []) {
+          const unit = unitName(name, part);
+          if (Object.hasOwn(questions, unit))
+            problems.push(`questions.${unit}: the name of a part of ${name} (its columns are ${unit}.*); rename the question`);
+        }
+      }
     }
+    const units: ReadonlyMap<string, Unit> = probe.ok && problems.length === 0 ? unitsOf(questions) : new Map();
     const keep = result.value.keep ?? [];
     const builtIn = new Set(BUILT_IN_COLUMNS);
     for (const name of units.keys()) for (const suffix of answerColumnSuffixes()) builtIn.add(`${name}.${suffix}`);

@@ -22,10 +22,12 @@ import { LlamaEngine } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
 import { detectTemplate } from "../../src/evaluator/prompt.js";
 import { RemoteEvaluator } from "../../src/evaluator/remote.js";
-import { findKind, unitsOf } from "../../src/questions/index.js";
+import { findKind, registerKind, unitsOf } from "../../src/questions/index.js";
+import { parseJob } from "../../src/records/job.js";
+import { reviewThresholds } from "../../src/runner/output/review.js";
 import { runInProcess } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
-import { type MultiLabelAnswer, registerMultiLabel } from "./multilabel.js";
+import { multilabel, type MultiLabelAnswer, registerMultiLabel } from "./multilabel.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const TICKETS = join(ROOT, "examples/data/tickets.jsonl");
@@ -111,6 +113,25 @@ describe("a multi-label type registered in process", () => {
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toMatch(/question topics is a multilabel question.*ask it with the embedded model/);
     expect(existsSync(join(dir, "remote.journal"))).toBe(false);
+  });
+
+  it("is a job's question like any other: its parts have review thresholds of their own, and no question may take a part's name", () => {
+    registerMultiLabel();
+    expect(() => registerKind({ ...multilabel })).toThrow(/a question type "multilabel" is registered already/);
+    const parsed = parseJob({ ...job, review_below: { topics: 0.8, "topics.account": 0.6 } }, "j");
+    expect(reviewThresholds(parsed.questions, parsed.review_below as Record<string, number>)).toEqual({
+      "topics.shipping": 0.8,
+      "topics.billing": 0.8,
+      "topics.account": 0.6,
+    });
+    expect(reviewThresholds(parsed.questions, 0.7)).toEqual(Object.fromEntries(UNITS.map((u) => [u, 0.7])));
+    expect(() => parseJob({ ...job, review_below: { "topics.other": 0.5 } }, "j")).toThrow(/review_below\.topics\.other: no such question or part/);
+    expect(() => parseJob({ questions: { ...job.questions, "topics.billing": { type: "noul" } } }, "j")).toThrow(
+      /questions\.topics\.billing: the name of a part of topics/,
+    );
+    expect(() => parseJob({ questions: { topics: { ...topics, criteria: { a: null }, extra: 1 } } }, "j")).toThrow(
+      /topics\.multilabel\.extra: Extra inputs are not permitted/,
+    );
   });
 
   describe("through the local evaluator on the tiny model", () => {
