@@ -142,7 +142,7 @@ export interface PartsKind<
   PA extends { type: string } = { type: string },
 > extends KindBase<Q, A> {
   readonly parts: {
-    /** The parts of a question in answer order: a name (unique within the question, no dot) and a question of a registered distribution type. */
+    /** The parts of a question in answer order: a name (unique within the question) and a question of a registered distribution type. */
     of(question: Q): [string, PQ][];
     /** The answer made of the parts' answers, given in the order of `of`. */
     join(question: Q, answers: readonly PA[]): A;
