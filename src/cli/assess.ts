@@ -2,7 +2,7 @@ import { setFlagsFromString } from "node:v8";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
-import { infoOf, type QuestionInfo } from "../quality/answers.js";
+import { type QuestionInfo, unitInfos } from "../quality/answers.js";
 import { type Assessment, describeAssessment, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { displayPath } from "../quality/html.js";
@@ -31,7 +31,7 @@ export function favourSize(): void {
 export function jobQuestions(path: string | undefined): { questions: QuestionInfo[] | undefined; idField: string | undefined } {
   if (!path) return { questions: undefined, idField: undefined };
   const job = loadJob(path);
-  return { questions: Object.entries(job.questions).map(([name, q]) => infoOf(name, q)), idField: job.id };
+  return { questions: unitInfos(job.questions), idField: job.id };
 }
 
 /** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */

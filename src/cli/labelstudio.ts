@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
-import { infoOf } from "../quality/answers.js";
+import { unitInfos } from "../quality/answers.js";
 import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
 import { writeFileAtomic } from "./files.js";
 
@@ -56,10 +56,7 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
   builder: withImportOptions,
   handler: async (args) => {
     const job = loadJob(args.job);
-    const gold = await readLabelStudioGold(
-      args.export,
-      Object.entries(job.questions).map(([name, q]) => infoOf(name, q)),
-    );
+    const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
     writeFileAtomic(args.output, goldCsv(gold), "--output");
     process.stderr.write(`${gold.lines.length} gold row${gold.lines.length === 1 ? "" : "s"}: ${args.output}\n`);
   },

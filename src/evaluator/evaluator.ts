@@ -3,7 +3,7 @@
  * runner and the server never know whether the answers come from an embedded
  * model or a remote endpoint.
  */
-import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import type { EvaluatorRequest, EvaluatorResponse, ModelMetadata } from "../api/schema.js";
 
 export interface EvaluateOptions {
   signal?: AbortSignal;
@@ -21,7 +21,7 @@ export interface EvaluateOptions {
 
 /** A response plus what the wire format has no field for. */
 export interface Evaluation {
-  response: SystemOneResponse;
+  response: EvaluatorResponse;
   /** Per question: the share of the next-token distribution that fell on its labels (local models only). */
   labelMass?: Record<string, number>;
 }
@@ -32,11 +32,11 @@ export interface Evaluator {
    * local model (its tokenizer), estimated for a remote one. Throws the 422s a
    * request over the token limits would get.
    */
-  estimateInputTokens(request: SystemOneRequest): number;
+  estimateInputTokens(request: EvaluatorRequest): number;
   /** Whether `estimateInputTokens` is exact for a model (its own tokenizer) or an approximation (a remote endpoint). */
   exactTokenCounts(model: string): boolean;
   /** Answers every question of a valid request; throws a `TypedEvalError` for anything else. */
-  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation>;
+  evaluate(request: EvaluatorRequest, options?: EvaluateOptions): Promise<Evaluation>;
   /**
    * What stands behind a model name: a string that changes whenever the
    * answers could (other weights, template, temperature, endpoint). A resumed
@@ -54,7 +54,7 @@ export interface Evaluator {
    * render prompts themselves (embedded models) have it; a remote endpoint
    * renders its own.
    */
-  promptText?(request: SystemOneRequest): string;
+  promptText?(request: EvaluatorRequest): string;
   /** USD per million input tokens of a model, when the evaluator knows it (embedded models); else the caller's default. */
   pricePerMillion?(model: string): number | undefined;
   /** The names this evaluator accepts in `model`, for listings. */

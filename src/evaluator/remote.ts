@@ -6,11 +6,11 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { describeIssues, errorFromResponse, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { describeIssues, errorFromResponse, InvocationError, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, sleep, type HeaderSource, type RetryPolicy } from "../api/retry.js";
-import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import type { ModelMetadata, EvaluatorRequest, SystemOneResponse } from "../api/schema.js";
 import { responseViolations } from "../api/consistency.js";
-import { validateResponseShape } from "../api/validate.js";
+import { offWireQuestions, validateResponseShape } from "../api/validate.js";
 import { isRetryableStatus } from "../api/errors.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
 
@@ -315,12 +315,12 @@ export class RemoteEvaluator implements Evaluator {
     return false;
   }
 
-  estimateInputTokens(request: SystemOneRequest): number {
+  estimateInputTokens(request: EvaluatorRequest): number {
     const chars = JSON.stringify(request.state).length + JSON.stringify(request.questions).length;
     return Math.ceil(chars / (this.options.charsPerToken ?? 4));
   }
 
-  private async attempt(request: SystemOneRequest, retryCount: number, options: EvaluateOptions): Promise<Attempt> {
+  private async attempt(request: EvaluatorRequest, retryCount: number, options: EvaluateOptions): Promise<Attempt> {
     const { signal } = options;
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": USER_AGENT };
     if (this.options.apiKey) headers["authorization"] = `Bearer ${this.options.apiKey}`;
@@ -357,7 +357,8 @@ export class RemoteEvaluator implements Evaluator {
     return { ok: true, response: shape.value };
   }
 
-  async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+  async evaluate(request: EvaluatorRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+    refuseOffWire(request.questions, this.endpoint);
     const wait = this.options.sleep ?? sleep;
     const first = options.retryCount ?? 0;
     for (let attempt = 0; ; attempt++) {
@@ -371,4 +372,11 @@ export class RemoteEvaluator implements Evaluator {
   async close(): Promise<void> {
     this.agent.destroy();
   }
+}
+
+/** A question the wire cannot carry is refused before anything is sent: only the embedded model asks types registered in process. */
+export function refuseOffWire(questions: EvaluatorRequest["questions"], endpoint: string): void {
+  const problems = offWireQuestions(questions);
+  if (problems.length > 0)
+    throw new InvocationError(`${endpoint} takes the spec's question types only: ${problems.join("; ")}; ask it with the embedded model`);
 }

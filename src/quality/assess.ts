@@ -17,6 +17,7 @@ import {
   type RiskCoverage,
 } from "./metrics.js";
 import {
+  appliesTo,
   CLASS_METRICS,
   classFigures,
   isWeighted,
@@ -175,7 +176,7 @@ export function assessQuestion(
     gold_shares: shares(s.y, s.k),
     predicted_shares: shares(d.pred, s.k),
   };
-  if (CLASS_METRICS.some((c) => c.types.includes(info.type))) {
+  if (CLASS_METRICS.some((c) => appliesTo(c.types, info.type))) {
     out.classes = classes;
     // A rare class can hide behind accuracy (0.958 while 4 of 66 spam rows are found): it takes the headline.
     if (classes.some((c) => c.rare)) out.headline = "weakest_recall";

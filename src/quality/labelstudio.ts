@@ -3,7 +3,8 @@
  * sample) a run wrote become Label Studio tasks: the state the model read,
  * the record id, why the row is in review and the kept fields as `data`,
  * the model's answers as pre-annotations (`predictions`, one `choices`
- * result per question, scored by the answer's probability), with a labeling
+ * result per unit: a question, or each part of a question with parts,
+ * scored by the answer's probability), with a labeling
  * config to match. Label Studio's JSON, JSON-MIN and CSV exports of those
  * tasks, once people have labelled them, read back as gold for assess,
  * calibrate and thresholds.
@@ -28,12 +29,12 @@ import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { parse as parseCsv } from "csv-parse/sync";
 import type { Question } from "../api/schema.js";
-import { kindOf } from "../questions/index.js";
+import { kindOf, unitsOf } from "../questions/index.js";
 import type { Job } from "../records/job.js";
 import { reviewReason } from "../records/review.js";
 import { valueAt } from "../records/source.js";
 import { formatOf } from "../records/sources.js";
-import { displayLabels, type Gold, goldClass, infoOf, openFile, QualityInputError, type QuestionInfo, readAnswers } from "./answers.js";
+import { displayLabels, type Gold, goldClass, infoOf, openFile, QualityInputError, type QuestionInfo, readAnswers, unitInfos } from "./answers.js";
 import { csvLine } from "./csv-line.js";
 
 type Obj = Record<string, unknown>;
@@ -82,7 +83,7 @@ function keptFields(job: Job): { field: string; key: string }[] {
     "kept field",
   );
   unique(
-    Object.keys(job.questions).map((q) => ({ name: q, key: controlName(q) })),
+    [...unitsOf(job.questions).keys()].map((q) => ({ name: q, key: controlName(q) })),
     "question",
   );
   return out;
@@ -96,7 +97,7 @@ function hint(question: Question, label: string): string | undefined {
 /** The Text tag the choices point at: the state the model read. */
 const STATE_TAG = `${PREFIX}text_state`;
 
-/** A Label Studio labeling config for a job's review tasks: the state the model read, the record, why it is in review, one single-choice control per question. */
+/** A Label Studio labeling config for a job's review tasks: the state the model read, the record, why it is in review, one single-choice control per unit. */
 export function labelingConfig(job: Job): string {
   const kept = keptFields(job);
   const lines = [
@@ -109,7 +110,7 @@ export function labelingConfig(job: Job): string {
   ];
   for (const { field, key } of kept)
     lines.push(`  <Header value="${xml(field)}"/>`, `  <Text name="${PREFIX}text_${key.slice(PREFIX.length)}" value="$${key}"/>`);
-  for (const [name, question] of Object.entries(job.questions)) {
+  for (const [name, { question }] of unitsOf(job.questions)) {
     const info = infoOf(name, question);
     lines.push(`  <Header value="${xml(question.instructions ? `${name}: ${question.instructions}` : name)}"/>`);
     lines.push(`  <Choices name="${xml(controlName(name))}" toName="${STATE_TAG}" choice="single-radio" showInline="true">`);
@@ -218,7 +219,7 @@ async function statesFromInput(
  */
 export async function reviewTasks(reviewPath: string, job: Job, options: { input?: string | undefined } = {}): Promise<LabelStudioTask[]> {
   const kept = keptFields(job);
-  const questions = Object.entries(job.questions).map(([name, q]) => infoOf(name, q));
+  const questions = unitInfos(job.questions);
   const tasks: LabelStudioTask[] = [];
   const rows: { id: string; origin: Origin | undefined; kept: unknown }[] = [];
   for await (const row of await readAnswers(reviewPath, { questions })) {

@@ -8,8 +8,7 @@
  * The table's order is the order of the JSON's `metrics` and of every table
  * that shows them.
  */
-import type { QuestionType } from "../api/schema.js";
-import { QUESTION_KINDS } from "../questions/index.js";
+import type { QuestionType, SpecType } from "../api/schema.js";
 import {
   accuracyOf,
   auroc,
@@ -185,7 +184,8 @@ interface Declared {
   label: string;
   /** One sentence for docs/metrics.md: what it measures and how. */
   doc: string;
-  types: readonly QuestionType[];
+  /** The types it applies to: "every" type (one registered in process too), or those a metric's arithmetic needs (a ranking wants two classes). */
+  types: Applies;
   better: "higher" | "lower";
   /** Decimals printed; a percent prints its value times 100 with this many decimals and a % sign. */
   digits: number;
@@ -215,7 +215,14 @@ export interface WholeMetric extends Declared {
 
 export type Metric = WeightedMetric | WholeMetric;
 
-const ALL: readonly QuestionType[] = QUESTION_KINDS.map((k) => k.type);
+/** The question types a metric applies to. */
+export type Applies = "every" | readonly SpecType[];
+const ALL = "every";
+
+/** Whether a metric that `applies` serves a unit of this type. */
+export function appliesTo(applies: Applies, type: QuestionType): boolean {
+  return applies === ALL || (applies as readonly QuestionType[]).includes(type);
+}
 
 /** The metrics, in the order the JSON and every table show them. */
 export const METRIC_TABLE: readonly Metric[] = [
@@ -437,7 +444,7 @@ export interface ClassMetric {
   name: "recall" | "precision";
   label: string;
   doc: string;
-  types: readonly QuestionType[];
+  types: Applies;
   better: "higher";
   column: "weakest_class";
   value: (c: ClassFigures) => number | null;
@@ -520,7 +527,7 @@ export const DRIFT_METRICS: readonly DriftMetric[] = [
 
 /** The metrics of a question type, in table order. */
 export function metricsOf(type: QuestionType, table: readonly Metric[] = METRIC_TABLE): Metric[] {
-  return table.filter((m) => m.types.includes(type));
+  return table.filter((m) => appliesTo(m.types, type));
 }
 
 /** Metrics with an interval: the headline figures of a question. */
@@ -666,6 +673,7 @@ export function metricsMarkdown(table: readonly Metric[] = METRIC_TABLE): string
   const cell = (s: string) => s.replaceAll("|", "\\|");
   const interval = (m: Metric) => (m.interval === undefined ? "–" : isWeighted(m) ? "bootstrap, 95%" : "its own, 95%");
   const column = (key: ColumnKey) => VERDICT_COLUMNS[key].label;
+  const typesText = (applies: Applies) => (applies === ALL ? "every type" : applies.join(", "));
   return `# Assessment metrics
 
 <!-- Generated from src/quality/metric-table.ts; do not edit. UPDATE_DOCS=1 npx vitest run test/quality/metric-table.test.ts rewrites it. -->
@@ -687,7 +695,7 @@ interval.
 
 | \`--fail-if\` name | shown as | question types | better | interval | verdict column | what it is |
 |---|---|---|---|---|---|---|
-${table.map((m) => `| \`${gateName(m)}\` | ${cell(m.label)} | ${m.types.join(", ")} | ${m.better} | ${interval(m)} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+${table.map((m) => `| \`${gateName(m)}\` | ${cell(m.label)} | ${typesText(m.types)} | ${m.better} | ${interval(m)} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
 
 ## Per class
 
@@ -701,7 +709,7 @@ quote and \`\\\\\` a backslash).
 
 | \`--fail-if\` name | shown as | question types | better | interval | verdict column | what it is |
 |---|---|---|---|---|---|---|
-${CLASS_METRICS.map((m) => `| \`${classGateName(m.name, "class")}\` | ${m.label} | ${m.types.join(", ")} | ${m.better} | Wilson, 95% | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+${CLASS_METRICS.map((m) => `| \`${classGateName(m.name, "class")}\` | ${m.label} | ${typesText(m.types)} | ${m.better} | Wilson, 95% | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
 
 ## Drift and the answers themselves
 

@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { findKind, kindOf } from "../questions/index.js";
+import { findKind, kindOf, unitsOf } from "../questions/index.js";
 import { loadJob, type Job } from "../records/job.js";
 import { isSummary, type UsageSummary } from "../records/usage.js";
 import { describeIdentity } from "../evaluator/evaluator.js";
@@ -83,7 +83,10 @@ export function fillLevels(
   usage: UsageSummary | undefined,
   usagePath: string,
 ): void {
-  const missing = questions.filter((q) => findKind(q.type)?.levels && (!q.levels || q.levels.some((l, i) => l === q.labels[i])));
+  const missing = questions.filter((q) => {
+    const kind = findKind(q.type);
+    return !kind?.parts && kind?.levels && (!q.levels || q.levels.some((l, i) => l === q.labels[i]));
+  });
   if (missing.length === 0 || !usage?.job) return;
   let job: Job | undefined;
   for (const path of [usage.job, resolve(dirname(usagePath), usage.job)]) {
@@ -97,7 +100,7 @@ export function fillLevels(
   }
   if (!job) return;
   for (const q of missing) {
-    const asked = job.questions[q.name];
+    const asked = unitsOf(job.questions).get(q.name)?.question;
     const texts = asked?.type === q.type ? kindOf(asked).levels?.(asked) : undefined;
     if (!texts || texts.length !== q.labels.length) continue;
     const levels = q.levels ?? [...q.labels];

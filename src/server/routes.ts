@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import { AuthenticationError, MethodNotAllowedError, PermissionDeniedError, UnprocessableEntityError, UpstreamUnavailableError } from "../api/errors.js";
 import { buildOpenAPIDocument } from "../api/openapi.js";
-import type { ModelMetadataList, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import type { EvaluatorResponse, ModelMetadataList, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { validateRequest } from "../api/validate.js";
 import type { ModelSet } from "../evaluator/evaluator.js";
 import type { Account, Accounts } from "./accounts.js";
@@ -42,9 +42,12 @@ function wantsLabelMass(request: FastifyRequest): boolean {
   return [query, header].some((v) => typeof v === "string" && /^(1|true|yes)$/i.test(v));
 }
 
-/** Each answer with `x_label_mass`: the share of the next-token distribution on its labels (when the model reports it). */
-function withLabelMass(response: SystemOneResponse, mass: Record<string, number> | undefined): SystemOneResponse {
-  if (!mass) return response;
+/**
+ * Each answer with `x_label_mass`: the share of the next-token distribution on its labels (when the model reports it).
+ * The request was checked against the wire's types, so its answers are the wire's.
+ */
+function withLabelMass(response: EvaluatorResponse, mass: Record<string, number> | undefined): SystemOneResponse {
+  if (!mass) return response as SystemOneResponse;
   const answers = Object.fromEntries(
     Object.entries(response.answers).map(([name, a]) => [name, mass[name] === undefined ? a : { ...a, x_label_mass: mass[name] }]),
   );

@@ -14,7 +14,7 @@ import {
   UpstreamUnavailableError,
 } from "../../api/errors.js";
 import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
-import type { SystemOneRequest } from "../../api/schema.js";
+import type { EvaluatorRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
 import { LockLostError, StorageError } from "../../api/verdict.js";
@@ -64,7 +64,7 @@ export class Sender {
   constructor(private readonly options: SenderOptions) {}
 
   /** One request, with retries; every attempt goes through the limiter. */
-  async send(request: SystemOneRequest, estimate: number): Promise<Outcome> {
+  async send(request: EvaluatorRequest, estimate: number): Promise<Outcome> {
     const { evaluator, limiter, signal, maxRetries } = this.options;
     const counts = this.counts;
     const random = this.options.random ?? Math.random;
