@@ -132,6 +132,10 @@ function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: Fault
     req.socket.destroy();
     done();
   });
+  // A client killed mid-request must not leave its half-sent request open on the server behind.
+  res.on("close", () => {
+    if (!res.writableFinished) out.destroy();
+  });
   req.pipe(out);
 }
 
@@ -233,6 +237,8 @@ export async function startS3Store(directory: string, buckets: string[]): Promis
     },
     close: async () => {
       await proxy.close();
+      // A killed run can leave a request half sent through the proxy; s3rver's close would wait for it for ever.
+      (server as unknown as { httpServer?: import("node:http").Server }).httpServer?.closeAllConnections();
       await server.close();
     },
   };
