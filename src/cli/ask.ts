@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import type { Argv, CommandModule } from "yargs";
 import { validateRequest } from "../api/validate.js";
 import { UnprocessableEntityError } from "../api/errors.js";
-import { EXIT } from "../api/exit-codes.js";
+import { Told } from "./boundary.js";
 import { UsageError } from "./exit.js";
 import { isStdin, readInput } from "./input.js";
 import { describeSystemError } from "../api/system-errors.js";
@@ -37,9 +37,7 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
       questions = file.questions;
       if (typeof file.model === "string" && args.model === "default") args.model = file.model;
     } catch (error) {
-      process.stderr.write(`${args.questions}: ${(error as Error).message}\n`);
-      process.exitCode = EXIT.usage;
-      return;
+      throw new UsageError(`${args.questions}: ${describeSystemError(error) ?? (error as Error).message}`);
     }
     let raw: string;
     try {
@@ -68,8 +66,7 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
     const checked = validateRequest({ state, model: args.model, questions });
     if (!checked.ok) {
       process.stderr.write(`${JSON.stringify({ detail: checked.errors }, null, 2)}\n`);
-      process.exitCode = EXIT.usage;
-      return;
+      throw new Told({ verdict: "bad-input", reason: "the request is not valid" });
     }
     const evaluator = await openModelFromArgs(args);
     if (args["print-prompt"]) {
@@ -87,7 +84,7 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
     } catch (error) {
       if (!(error instanceof UnprocessableEntityError)) throw error;
       process.stderr.write(`${JSON.stringify(error.body(), null, 2)}\n`);
-      process.exitCode = EXIT.usage;
+      throw new Told({ verdict: "bad-input", reason: "the request is not valid" });
     } finally {
       await evaluator.close();
     }

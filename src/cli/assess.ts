@@ -7,7 +7,7 @@ import { assess, describeAssessment, failedConditions, joinGold, parseConditions
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { assessmentHtml } from "../quality/report.js";
 import { describeSuspects, Suspects } from "../quality/suspects.js";
-import { EXIT } from "../api/exit-codes.js";
+import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 
@@ -95,10 +95,9 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     );
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {
-      process.stderr.write(
-        `typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}\n`,
+      throw new GateFailedError(
+        `quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}`,
       );
-      process.exitCode = EXIT.gate;
     }
   },
 };

@@ -2,6 +2,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { createKey } from "../server/accounts.js";
 import { UsageError } from "./exit.js";
+import { env } from "../api/env.js";
 import { checkWritable } from "./files.js";
 import { ModelRegistry } from "../models/registry.js";
 
@@ -9,7 +10,7 @@ import { ModelRegistry } from "../models/registry.js";
 export function accountsFileOption<T>(y: Argv<T>) {
   return y.option("accounts-file", {
     type: "string",
-    default: process.env["TYPED_EVAL_ACCOUNTS_FILE"] ?? "accounts.json",
+    default: env("TYPED_EVAL_ACCOUNTS_FILE"),
     describe: "accounts and key hashes ($TYPED_EVAL_ACCOUNTS_FILE)",
   });
 }
@@ -25,7 +26,7 @@ function withCreateOptions<T>(y: Argv<T>) {
     })
     .option("models-file", {
       type: "string",
-      default: process.env["TYPED_EVAL_MODELS_FILE"],
+      default: env("TYPED_EVAL_MODELS_FILE"),
       defaultDescription: "$TYPED_EVAL_MODELS_FILE",
       describe: "the registry file `serve` extends the bundled one with, when --models names its models",
     });

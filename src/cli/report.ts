@@ -4,7 +4,7 @@ import { isS3 } from "../records/s3.js";
 import type { ArgsOf } from "./args.js";
 import { applyGate, displayLabels, GATE_METRICS, reportConditions, reportHtml, runReport } from "../quality/report.js";
 import { favourSize, jobQuestions } from "./assess.js";
-import { EXIT } from "../api/exit-codes.js";
+import { GateFailedError } from "../api/verdict.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 
 function withReportOptions<T>(y: Argv<T>) {
@@ -59,8 +59,14 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
       process.stdout.write(`${lines.join("\n")}\n`);
     }
     if (breaches.length > 0) {
-      process.stderr.write(breaches.map((b) => `typed-eval: drift gate: ${b}\n`).join(""));
-      process.exitCode = EXIT.gate;
+      // One line per breach; the last goes through the boundary with the gate's exit code.
+      process.stderr.write(
+        breaches
+          .slice(0, -1)
+          .map((b) => `typed-eval: drift gate: ${b}\n`)
+          .join(""),
+      );
+      throw new GateFailedError(`drift gate: ${breaches.at(-1)}`);
     }
   },
 };

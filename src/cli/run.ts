@@ -4,7 +4,8 @@ import { setStorageRetry, STORAGE_RETRY_MS } from "../records/s3.js";
 import type { Argv, CommandModule } from "yargs";
 import { EXIT } from "../api/exit-codes.js";
 import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
-import { createLogger, type Logger } from "../logging/logger.js";
+import type { Logger } from "../logging/logger.js";
+import { cliLogger } from "./logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { parseShare } from "../records/job.js";
 import { parseShard } from "../runner/input/requests.js";
@@ -297,7 +298,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
     // A batch run allocates short-lived garbage per record, and V8 otherwise lets the heap grow with the input before it
     // collects (355 MiB peak at 90,000 records); read at every GC, so setting it here works (bench/RESULTS.md).
     setFlagsFromString("--optimize-for-size");
-    const logger = createLogger();
+    const logger = cliLogger();
     setStorageRetry(args["storage-retry"]);
     if (args["print-prompt"] || args["dry-run"]) return preview(args, logger);
     // SIGTERM (a scheduler's stop, a pod's eviction) and SIGINT (Ctrl-C): take no new records, let those in flight

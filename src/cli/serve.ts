@@ -2,11 +2,12 @@ import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import type { Argv, CommandModule } from "yargs";
 import { MAX_BODY_BYTES } from "../api/limits.js";
-import { createLogger } from "../logging/logger.js";
+import { cliLogger } from "./logger.js";
+import { env } from "../api/env.js";
 import { AccountStore } from "../server/accounts.js";
 import { SERVER_DEFAULTS } from "../server/app.js";
 import { startServer } from "../server/serve.js";
-import { EXIT } from "../api/exit-codes.js";
+import { shutDown } from "./boundary.js";
 import { UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
@@ -18,15 +19,8 @@ import { accountsFileOption } from "./keys.js";
 function withServeOptions<T>(y: Argv<T>) {
   return withModelOptions(
     accountsFileOption(y)
-      .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
-      .option(
-        "port",
-        numeric(
-          "port",
-          { integer: true, min: 0, max: 65535 },
-          { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" },
-        ),
-      )
+      .option("host", { type: "string", default: env("TYPED_EVAL_HOST"), describe: "address to listen on ($TYPED_EVAL_HOST)" })
+      .option("port", numeric("port", { integer: true, min: 0, max: 65535 }, { default: env("TYPED_EVAL_PORT"), describe: "port ($TYPED_EVAL_PORT)" }))
       .option("models", {
         type: "array",
         string: true,
@@ -99,19 +93,15 @@ export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>
       if (at <= 0 || at === text.length - 1) throw new UsageError(`--alias takes NAME=MODEL, such as jev-latest=default, not ${JSON.stringify(text)}`);
       return { alias: text.slice(0, at), target: text.slice(at + 1) };
     });
-    const logger = createLogger();
+    const logger = cliLogger();
     if (!existsSync(args["accounts-file"])) {
-      process.stderr.write(
-        `No accounts file at ${args["accounts-file"]}: the server needs at least one account.\nCreate one with: typed-eval keys create --account NAME --accounts-file ${args["accounts-file"]}\n`,
+      throw new UsageError(
+        `no accounts file at ${args["accounts-file"]}: the server needs at least one account.\nCreate one with: typed-eval keys create --account NAME --accounts-file ${args["accounts-file"]}`,
       );
-      process.exitCode = EXIT.usage;
-      return;
     }
     const accounts = AccountStore.load(args["accounts-file"]);
     if (accounts.accounts.every((a) => a.keys.length === 0)) {
-      process.stderr.write(`${args["accounts-file"]} holds no API keys. Create one with: typed-eval keys create --account NAME\n`);
-      process.exitCode = EXIT.usage;
-      return;
+      throw new UsageError(`${args["accounts-file"]} holds no API keys. Create one with: typed-eval keys create --account NAME`);
     }
     if (args["metrics-port"] !== undefined && args["metrics-port"] === args.port && args.port !== 0) {
       throw new UsageError(`--metrics-port ${args.port} is the API's --port: choose another port for the metrics, or leave it out`);
@@ -139,7 +129,7 @@ export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>
       throw error instanceof AliasError ? new UsageError(error.message) : error;
     }
     const stop = (signal: string) => {
-      void server.shutdown(signal).then(() => process.exit(EXIT.ok));
+      void server.shutdown(signal).then(() => shutDown());
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));

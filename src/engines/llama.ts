@@ -35,9 +35,10 @@ import {
 } from "node-llama-cpp";
 import type { Engine, EngineStats, ScoreOptions, ScoreTask, Token } from "./engine.js";
 import { InvocationError } from "../api/errors.js";
+import { env, GPU_BACKENDS } from "../api/env.js";
 
 /** Which llama.cpp backend to load: a GPU one by name, the best available ("auto", falling back to the CPU), or the CPU ("off"). */
-export const GPU_CHOICES = ["auto", "cuda", "vulkan", "metal", "off"] as const;
+export const GPU_CHOICES = GPU_BACKENDS;
 export type GpuChoice = (typeof GPU_CHOICES)[number];
 
 /** An explicitly named backend that cannot be loaded here. */
@@ -234,7 +235,7 @@ export class LlamaEngine implements Engine {
 
   /** Loads a GGUF model with a prebuilt llama.cpp binary (never building from source), on the backend `gpu` chooses. */
   static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
-    const threads = options.threads ?? (Number(process.env["TYPED_EVAL_THREADS"]) || availableParallelism());
+    const threads = options.threads ?? env("TYPED_EVAL_THREADS") ?? availableParallelism();
     const sequences = options.sequences ?? 4;
     const chunkTokens = options.chunkTokens ?? 512;
     const llama = await loadLlama(options.gpu ?? "auto", threads);

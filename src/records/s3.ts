@@ -11,7 +11,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Readable } from "node:stream";
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
-import { parseDuration } from "../api/duration.js";
+import { env } from "../api/env.js";
 import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
 import { systemErrorKind } from "../api/system-errors.js";
 import { StorageError, SourceError } from "../api/verdict.js";
@@ -30,10 +30,10 @@ let shared: S3Client | undefined;
 
 /** The S3 client, configured from the environment. */
 export function s3Client(): S3Client {
-  const endpoint = process.env["AWS_ENDPOINT_URL_S3"] ?? process.env["AWS_ENDPOINT_URL"];
+  const endpoint = env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
   shared ??= new S3Client({
     ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
-    region: process.env["AWS_REGION"] ?? process.env["AWS_DEFAULT_REGION"] ?? "us-east-1",
+    region: env("AWS_REGION") ?? env("AWS_DEFAULT_REGION"),
     // One retry layer, `storageCall`'s: the SDK's own (3 attempts, then a retry quota) would end an outage in seconds.
     maxAttempts: 1,
     // A store that accepts the connection and then says nothing is a failed attempt, not a hang.
@@ -59,17 +59,8 @@ export const STORAGE_RETRY_MS = 120_000;
 /** Backoff between storage attempts: 250 ms doubling to 8 s, up to half of each delay taken off at random. */
 const STORAGE_BACKOFF: RetryPolicy = { maxRetries: Number.POSITIVE_INFINITY, initialMs: 250, maxBackoffMs: 8_000, jitter: 0.5, maxServerDelayMs: 0 };
 
-/**
- * The retry window `$TYPED_EVAL_STORAGE_RETRY` gives (`2m`, `90`, `0`), read
- * with the CLI's parser so every command means the same by it; the default
- * when it is unset or not a duration (`run` refuses such a value at once).
- */
-export function storageRetryMsFrom(text: string | undefined): number {
-  const parsed = text === undefined || text === "" ? undefined : parseDuration(text);
-  return parsed === undefined ? STORAGE_RETRY_MS : parsed.seconds * 1000;
-}
-
-let retryWindowMs = storageRetryMsFrom(process.env["TYPED_EVAL_STORAGE_RETRY"]);
+/** The retry window: the default until the command line sets it (`--storage-retry`, else `$TYPED_EVAL_STORAGE_RETRY`, for every command). */
+let retryWindowMs = STORAGE_RETRY_MS;
 
 /** Sets how long storage calls retry transient failures (`--storage-retry`, `$TYPED_EVAL_STORAGE_RETRY` seconds). */
 export function setStorageRetry(seconds: number): void {

@@ -8,6 +8,7 @@
  */
 import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { env } from "../../api/env.js";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { parseS3, s3Client, storageCall } from "../../records/s3.js";
@@ -16,7 +17,7 @@ import type { OutputTarget } from "./outputs.js";
 
 /** Where S3 outputs are assembled before their upload ($TYPED_EVAL_STAGING, default .typed-eval/outputs). */
 function stagingDir(): string {
-  return process.env["TYPED_EVAL_STAGING"] ?? join(".typed-eval", "outputs");
+  return env("TYPED_EVAL_STAGING");
 }
 
 /** An output assembled locally, then uploaded to S3; kept locally, named in the error, if the upload fails. */

@@ -41,6 +41,7 @@ import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client 
 import { deadHere, LockedError, type Lock, type LockHolder } from "./lock.js";
 import { describeS3Error, isMissingKey, keysUnder, parseS3, s3Client, storageCall } from "../../records/s3.js";
 import { LockLostError, StorageError } from "../../api/verdict.js";
+import { env } from "../../api/env.js";
 
 export interface S3JournalOptions {
   flushMs?: number;
@@ -249,7 +250,7 @@ export async function acquireS3Lock(location: string, options: S3JournalOptions 
   const { bucket, key: base } = parseS3(location);
   const key = `${base.endsWith("/") ? base : `${base}/`}lock.json`;
   const client = options.client ?? s3Client();
-  const staleMs = options.staleMs ?? (Number(process.env["TYPED_EVAL_S3_LOCK_STALE_MS"]) || 60_000);
+  const staleMs = options.staleMs ?? env("TYPED_EVAL_S3_LOCK_STALE_MS");
   const heartbeatMs = options.heartbeatMs ?? Math.min(15_000, staleMs / 4);
   const leaseMs = staleMs * 0.9;
   const path = `s3://${bucket}/${key}`;
