@@ -260,6 +260,8 @@ export interface RunFacts {
   inputEnded: boolean;
   /** Records of the input read in this run (other shards' left out). */
   records: number;
+  /** Records read and left to other shards. */
+  otherShards: number;
   /** Of those, the records without a journaled result for their current request. */
   unfinished: number;
   /** The rows written to the outputs (each output written, flushed and checked), when they were. */
@@ -285,7 +287,7 @@ export function decide(facts: RunFacts): Ending {
       reason: `${facts.unfinished} of the ${facts.records} records read have no result in the journal; the journal keeps the others`,
     };
   }
-  if (facts.records === 0) return { verdict: "no-input", reason: "the input holds no records: check that it is the file you meant" };
+  if (facts.records === 0 && facts.otherShards === 0) return { verdict: "no-input", reason: "the input holds no records: check that it is the file you meant" };
   if (!facts.written) return { verdict: "internal-error", reason: "the outputs were not written" };
   const { answered, failed } = facts.written;
   if (failed > 0 && answered === 0) return { verdict: "all-failed", reason: facts.sameReason ?? `all ${failed} records failed: see the errors file` };

@@ -2,6 +2,7 @@
  * The embedded evaluator: renders the request, asks an engine for label
  * log-probabilities, and builds the answers with the readout math.
  */
+import { createHash } from "node:crypto";
 import { UnprocessableEntityError } from "../api/errors.js";
 import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.js";
 import type { Answer, ModelMetadata, Question, SystemOneRequest, Usage, ValidationErrorItem } from "../api/schema.js";
@@ -98,6 +99,18 @@ export class LocalEvaluator implements Evaluator {
       );
     }
     return `${parts.join("\n")}\n`;
+  }
+
+  promptFingerprint(_model: string, questions: SystemOneRequest["questions"]): string {
+    const text = (segments: readonly Segment[]) => segments.map((s) => `${s.control ? "C" : "T"}${s.text}`).join("\u0000");
+    const hash = createHash("sha256").update(text(renderSystem(this.config.template)));
+    // The state's framing, by two probes: text and structured data.
+    hash.update(text(renderState("probe"))).update(text(renderState({ probe: [1, "x"] })));
+    for (const question of Object.values(questions)) {
+      const rendered = renderQuestion(this.config.template, question);
+      hash.update(text(rendered.suffix)).update(JSON.stringify(rendered.labels));
+    }
+    return hash.digest("hex").slice(0, 16);
   }
 
   exactTokenCounts(): boolean {

@@ -9,7 +9,6 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { UpstreamUnavailableError } from "../../src/api/errors.js";
 import { createLogger } from "../../src/logging/logger.js";
@@ -61,13 +60,13 @@ const summaryOf = (output: string) => JSON.parse(readFileSync(`${output}.summary
 
 /** A journal whose disk fills after `after` entries: every append then fails with ENOSPC, as a full disk does. */
 function fillingJournal(after: number): OpenJournal {
-  return async (path, inputId, keep) => {
-    const opened = await Journal.open(path, inputId, keep);
+  return async (path, options) => {
+    const opened = await Journal.open(path, options);
     let n = 0;
     const journal = {
       append: (entry: Parameters<Journal["append"]>[0]) => {
         if (++n > after) throw Object.assign(new Error(`ENOSPC: no space left on device, write`), { code: "ENOSPC", path });
-        opened.journal.append(entry);
+        return opened.journal.append(entry);
       },
       close: () => opened.journal.close(),
     };
@@ -80,17 +79,14 @@ function refusingTarget(location: string): OutputTarget {
   if (!location.endsWith(".out.jsonl")) return targetOf(location);
   return {
     describe: location,
-    open: () => {
+    open: () => ({
       // The rows go somewhere; the rename into the folder (made read-only meanwhile) is refused.
-      const stream = new Writable({ write: (_chunk, _encoding, done) => done() });
-      return {
-        stream,
-        commit: async () => {
-          throw Object.assign(new Error(`EACCES: permission denied, rename '${location}.partial'`), { code: "EACCES", path: location });
-        },
-        abort: async () => undefined,
-      };
-    },
+      write: async () => undefined,
+      commit: async () => {
+        throw Object.assign(new Error(`EACCES: permission denied, rename '${location}.partial'`), { code: "EACCES", path: location });
+      },
+      abort: async () => undefined,
+    }),
   };
 }
 

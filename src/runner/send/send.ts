@@ -17,14 +17,9 @@ import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
 import type { SystemOneRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
-import { LockLostError, StorageError } from "../../api/verdict.js";
+import { EndpointAbort, VerdictError } from "../../api/verdict.js";
 import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
-
-/** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
-export class AbortRun extends Error {
-  override name = "AbortRun";
-}
 
 export type Outcome = { ok: true; evaluation: Evaluation } | { ok: false; error: ErrorEntry["type"]; status: number; message: string };
 
@@ -94,9 +89,10 @@ export class Sender {
         return { ok: true, evaluation };
       } catch (error) {
         if (signal.aborted) throw signal.reason;
-        if (error instanceof LockLostError || error instanceof StorageError) throw error;
+        // A lock lost or a store failing (from the fence) ends the run; so does an abort of our own.
+        if (error instanceof VerdictError) throw error;
         if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
-          throw new AbortRun(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
+          throw new EndpointAbort(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
         }
         limiter.observe(outcomeOf(error));
         if (error instanceof RateLimitError) counts.rateLimited++;
@@ -104,7 +100,7 @@ export class Sender {
         else if (error instanceof UpstreamError || error instanceof RequestTimeoutError) counts.wastedInput += estimate;
         const typed = error instanceof TypedEvalError ? error : undefined;
         if (!typed?.retryable || attempt >= maxRetries) {
-          if (error instanceof UpstreamUnavailableError && error.unreachable) throw new AbortRun(`the endpoint is unreachable (${error.message})`);
+          if (error instanceof UpstreamUnavailableError && error.unreachable) throw new EndpointAbort(`the endpoint is unreachable (${error.message})`);
           return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
         }
         const serverDelay =
