@@ -60,12 +60,16 @@ describe("the environment", () => {
     writeFileSync(job, JSON.stringify({ state: "text", questions: { ok: { type: "noul" } } }));
     const input = join(dir, "in.jsonl");
     writeFileSync(input, '{"text":"a"}\n');
-    for (const argv of [["run", input, "--job", job, "-o", join(dir, "out.jsonl")], ["estimate", input, "--job", job], ["serve"], ["openapi"]]) {
-      for (const [name, value] of [
-        ["TYPED_EVAL_LOG_LEVEL", "verbose"],
-        ["TYPED_EVAL_S3_LOCK_STALE_MS", "1m"],
-      ] as const) {
-        const r = await runInProcess(argv, { [name]: value }, { cwd: dir });
+    const cases = [
+      [["run", input, "--job", job, "-o", join(dir, "out.jsonl")], "TYPED_EVAL_LOG_LEVEL", "verbose"],
+      [["estimate", input, "--job", job], "TYPED_EVAL_LOG_LEVEL", "verbose"],
+      [["serve"], "TYPED_EVAL_LOG_LEVEL", "verbose"],
+      [["run", input, "--job", job, "-o", join(dir, "out.jsonl")], "TYPED_EVAL_S3_LOCK_STALE_MS", "1m"],
+      [["openapi"], "TYPED_EVAL_S3_LOCK_STALE_MS", "1m"],
+    ] as const;
+    for (const [argv, name, value] of cases) {
+      {
+        const r = await runInProcess([...argv], { [name]: value }, { cwd: dir });
         expect(r.code, `${argv[0]} with ${name}=${value}`).toBe(2);
         expect(r.stderr).toMatch(new RegExp(`^typed-eval: \\$${name} takes .*, not "${value}"`));
         expect(r.stderr.trimEnd().split("\n")).toHaveLength(1);

@@ -19,7 +19,7 @@ import { Journal } from "../../src/runner/state/journal.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
 import { VERDICTS } from "../../src/api/verdict.js";
 import { runInProcess } from "../support/cli.js";
-import { FakeEvaluator } from "../support/fake-evaluator.js";
+import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-lifecycle-"));
 const jobFile = join(dir, "job.json");
@@ -137,6 +137,47 @@ describe("run lifecycle verdicts", () => {
       spawnSync("umount", [disk]);
     }
   });
+
+  it.runIf(canMount())(
+    "a disk that fills before the final write (a 64 KiB tmpfs): exit 9, never done with an empty file in place; the rerun asks nothing",
+    async () => {
+      const disk = mkdtempSync(join(tmpdir(), "te-fills-"));
+      expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", disk]).status).toBe(0);
+      try {
+        const data = input("u", 30);
+        const output = join(disk, "u.out.jsonl");
+        const summaryJson = join(disk, "u.summary.json");
+        const journal = join(dir, "u.journal");
+        const filler = join(disk, "filler");
+        // The disk has room at the check; something else fills it while the records are answered.
+        const filling = new FakeEvaluator((r, call) => {
+          if (call === 5) {
+            try {
+              for (let i = 0; i < 64; i++) writeFileSync(filler, Buffer.alloc(4096), { flag: "a" });
+            } catch {
+              // Full.
+            }
+          }
+          return answer(r);
+        });
+        const end = await runLifecycle(request(data, output, filling, { places: { output, summaryJson, journal } }));
+        expect(end.verdict).toBe("storage-unavailable");
+        expect(VERDICTS[end.verdict].exit()).toBe(9);
+        expect(end.reason).toMatch(/no space left/);
+        expect(existsSync(output)).toBe(false);
+        expect(existsSync(`${output}.partial`)).toBe(false);
+        spawnSync("rm", ["-f", filler]);
+        const rerun = new FakeEvaluator();
+        const again = await runLifecycle(request(data, output, rerun, { places: { output, summaryJson, journal } }));
+        expect(again.verdict).toBe("done");
+        expect(rerun.calls).toHaveLength(0);
+        expect(ids(output)).toHaveLength(30);
+        expect(JSON.parse(readFileSync(summaryJson, "utf8"))).toMatchObject({ verdict: "done" });
+      } finally {
+        spawnSync("umount", [disk]);
+      }
+    },
+  );
 
   it("done: every id once, the summary says done", async () => {
     const data = input("a");

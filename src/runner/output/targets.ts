@@ -124,13 +124,19 @@ export function stdoutSink(out: NodeJS.WriteStream = process.stdout): Sink {
         await last;
         await settled("");
       } finally {
-        out.off("error", onError);
+        detach(out, onError);
       }
     },
-    abort: async () => {
-      out.off("error", onError);
-    },
+    abort: async () => detach(out, onError),
   };
+}
+
+/** An error the stream reports after its sink is done (a failed write's late event): already told, never a crash. */
+function lateError(): void {}
+
+function detach(out: NodeJS.WriteStream, onError: (error: Error) => void): void {
+  out.off("error", onError);
+  if (!out.listeners("error").includes(lateError)) out.on("error", lateError);
 }
 
 function closedOrError(error: Error): Error {

@@ -13,6 +13,9 @@ import type { Ending, Verdict } from "../../api/verdict.js";
 /** Endings after which the requests in flight may finish into the journal. */
 const DRAINING: ReadonlySet<Verdict> = new Set(["stopped", "storage-unavailable", "input-changed", "bad-input", "no-input"]);
 
+const SECOND_SIGNAL = "a second signal stopped it at once: the requests in flight were abandoned, the records finished before it are kept";
+const GRACE_OVER = (ms: number) => `the grace (${ms / 1000} s) ran out: the requests still in flight were abandoned, the records finished before it are kept`;
+
 export class RunEnding {
   /** Aborted once anything ends the stage: no record is read or started any more. */
   readonly halt = new AbortController();
@@ -20,6 +23,8 @@ export class RunEnding {
   readonly abort = new AbortController();
   private first: Ending | undefined;
   private lost = false;
+  /** Why the requests in flight were abandoned, when a stop's were. */
+  private abandoned: string | undefined;
   private grace: NodeJS.Timeout | undefined;
   private readonly detach: (() => void)[] = [];
 
@@ -31,8 +36,8 @@ export class RunEnding {
     setMaxListeners(Math.max(10, options.concurrency * 2 + 10), this.abort.signal);
     this.listen(options.stop, () => this.end({ verdict: "stopped", reason: "the records in flight finished and are kept" }));
     this.listen(options.now, () => {
-      this.end({ verdict: "stopped", reason: "stopped at once by a second signal; the records finished before it are kept" });
-      this.abortNow(new Error("stopped at once"));
+      this.end({ verdict: "stopped", reason: SECOND_SIGNAL });
+      this.abortNow(SECOND_SIGNAL);
     });
   }
 
@@ -43,9 +48,10 @@ export class RunEnding {
     this.detach.push(() => signal.removeEventListener("abort", on));
   }
 
-  /** The ending, if anything ended the stage. */
+  /** The ending, if anything ended the stage (a stop says whether the requests in flight were abandoned, and why). */
   get ended(): Ending | undefined {
-    return this.first;
+    if (this.first?.verdict !== "stopped" || this.abandoned === undefined) return this.first;
+    return { ...this.first, reason: this.abandoned };
   }
 
   /** Ends the stage (the first ending wins; a later one still halts and may abort). */
@@ -54,11 +60,14 @@ export class RunEnding {
     if (ending.verdict === "lock-lost") this.lost = true;
     this.halt.abort();
     if (!DRAINING.has(ending.verdict)) return this.abortNow(cause ?? new Error(ending.reason));
-    this.grace ??= setTimeout(() => this.abortNow(new Error("the grace period ran out")), this.graceMs);
+    this.grace ??= setTimeout(() => this.abortNow(GRACE_OVER(this.graceMs)), this.graceMs);
   }
 
   private abortNow(reason: unknown): void {
-    if (!this.abort.signal.aborted) this.abort.abort(reason);
+    if (this.abort.signal.aborted) return;
+    // A stop's own reasons (the second signal, the grace) say why what was in flight was abandoned.
+    this.abandoned = typeof reason === "string" ? reason : undefined;
+    this.abort.abort(typeof reason === "string" ? new Error(reason) : reason);
   }
 
   /** Whether journaling must stop: another run holds the journal now. */
