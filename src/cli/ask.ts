@@ -4,7 +4,7 @@ import { validateRequest } from "../api/validate.js";
 import { UnprocessableEntityError } from "../api/errors.js";
 import { Told } from "./boundary.js";
 import { UsageError } from "./exit.js";
-import { isStdin, readInput } from "./input.js";
+import { isStdin, readInput, requireInput } from "./input.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { openModelFromArgs, withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
@@ -39,6 +39,7 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
     } catch (error) {
       throw new UsageError(`${args.questions}: ${describeSystemError(error) ?? (error as Error).message}`);
     }
+    requireInput(args.state, "state file");
     let raw: string;
     try {
       raw = await readInput(args.state);

@@ -2,6 +2,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
 import { infoOf } from "../quality/answers.js";
+import { requireInput } from "./input.js";
 import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
 import { writeFileAtomic } from "./files.js";
 
@@ -46,6 +47,7 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
   describe: "Write a Label Studio JSON export as a gold CSV (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
+    requireInput(args.export, "Label Studio export");
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(
       args.export,

@@ -3,6 +3,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { isSummary, mergeSummaries, type UsageSummary } from "../records/usage.js";
 import { UsageError } from "./exit.js";
+import { requireInput } from "./input.js";
 import { numeric } from "./checks.js";
 
 function withUsageOptions<T>(y: Argv<T>) {
@@ -20,6 +21,7 @@ export const usageCommand: CommandModule<object, ArgsOf<typeof withUsageOptions>
   handler: (args) => {
     const summaries: UsageSummary[] = [];
     for (const file of args.files) {
+      requireInput(file, "usage summary");
       const json = readJsonFile(file, "usage summary", UsageError);
       if (!isSummary(json)) {
         throw new UsageError(`${file} is not a typed-eval usage summary`);

@@ -4,7 +4,7 @@ import { validateRequest } from "../api/validate.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { Told } from "./boundary.js";
 import { UsageError } from "./exit.js";
-import { isStdin, readInput } from "./input.js";
+import { isStdin, readInput, requireInput } from "./input.js";
 
 function withValidateOptions<T>(y: Argv<T>) {
   return y.positional("file", { type: "string", describe: "request body JSON; - or omitted for stdin" });
@@ -16,6 +16,7 @@ export const validateCommand: CommandModule<object, ArgsOf<typeof withValidateOp
   describe: "Check a SystemOneRequest JSON file (or - for stdin) against the v1 contract",
   builder: withValidateOptions,
   handler: async ({ file }) => {
+    requireInput(file, "request file");
     let body: unknown;
     try {
       body = JSON.parse(await readInput(file));
