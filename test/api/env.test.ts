@@ -62,7 +62,6 @@ describe("the environment", () => {
     writeFileSync(input, '{"text":"a"}\n');
     const cases = [
       [["run", input, "--job", job, "-o", join(dir, "out.jsonl")], "TYPED_EVAL_LOG_LEVEL", "verbose"],
-      [["estimate", input, "--job", job], "TYPED_EVAL_LOG_LEVEL", "verbose"],
       [["serve"], "TYPED_EVAL_LOG_LEVEL", "verbose"],
       [["run", input, "--job", job, "-o", join(dir, "out.jsonl")], "TYPED_EVAL_S3_LOCK_STALE_MS", "1m"],
       [["openapi"], "TYPED_EVAL_S3_LOCK_STALE_MS", "1m"],

@@ -13,7 +13,7 @@ import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
-import { exitCodeOf, verdictLine } from "../../src/api/verdict.js";
+import { exitCodeOf, OutputClosedError, verdictLine } from "../../src/api/verdict.js";
 import { createLogger } from "../../src/logging/logger.js";
 import type { OutputTarget } from "../../src/runner/output/targets.js";
 import { targetOf } from "../../src/runner/prepare.js";
@@ -205,6 +205,32 @@ describe("every write checked", () => {
     expect((await runLifecycle(request(input, job, output, rerun))).verdict).toBe("done");
     expect(asked(rerun)).toEqual(["text 3"]);
     expect(lines(output)).toHaveLength(20);
+  });
+
+  it("an output whose reader closed it (EPIPE) ends the run stopped with SIGPIPE's code, 141, the journal kept; the rerun asks nothing", async () => {
+    const output = join(dir, "closed.out.jsonl");
+    const input = writeInput("closed", records(20));
+    const job = writeJob("closed", "Is it fine?");
+    const closed = (location: string): OutputTarget =>
+      location.endsWith(".out.jsonl")
+        ? {
+            describe: "stdout",
+            open: () => ({
+              write: async () => {
+                throw new OutputClosedError("whoever read the output closed it (EPIPE)");
+              },
+              commit: async () => undefined,
+              abort: async () => undefined,
+            }),
+          }
+        : targetOf(location);
+    const end = await runLifecycle(request(input, job, output, echo(), { target: closed }));
+    expect(end).toMatchObject({ verdict: "stopped", signal: "SIGPIPE" });
+    expect(exitCodeOf(end)).toBe(141);
+    expect(verdictLine(end)).toMatch(/^typed-eval: stopped: the output was closed: .*EPIPE/);
+    const rerun = echo();
+    expect((await runLifecycle(request(input, job, output, rerun))).verdict).toBe("done");
+    expect(rerun.calls).toHaveLength(0);
   });
 
   it("a failed summary leaves a run that did not succeed with its own code", async () => {
