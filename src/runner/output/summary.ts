@@ -44,7 +44,7 @@ export interface Written {
 
 /** The usage summary: of the output when `outputs` were written, else (a run that stopped early) of what the journal holds so far. */
 export function runSummary(base: SummaryBase, outputs: Written | undefined, status: Verdict): UsageSummary {
-  const { stats, sent, seconds, pace } = base.thisRun;
+  const { stats } = base.thisRun;
   // The model that ran, not the alias asked for: the one model every written row names, else the evaluator's versioned id.
   const models = Object.keys(outputs?.written.models ?? {});
   const answeredBy = models.length === 1 ? models[0] : undefined;
@@ -59,7 +59,21 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   summary.records.resumed = stats.resumed;
   summary.records.other_shards = stats.otherShards;
   if (base.setAside) summary.set_aside = { other_versions: base.setAside.otherVersions, not_in_input: base.setAside.notInInput };
-  summary.this_run = {
+  summary.this_run = thisRunOf(base);
+  addRuns(summary, base);
+  if (outputs) addOutputs(summary, outputs);
+  else {
+    summary.records.answered = stats.answered + stats.resumed;
+    summary.records.failed = stats.failed;
+    summary.tokens.input = stats.inputTokens;
+  }
+  return finish(summary);
+}
+
+/** This invocation's own figures. */
+function thisRunOf(base: SummaryBase): NonNullable<UsageSummary["this_run"]> {
+  const { stats, sent, seconds, pace } = base.thisRun;
+  return {
     started: new Date(base.thisRun.started).toISOString(),
     seconds,
     records: { read: stats.read, answered: stats.answered, failed: stats.failed, resumed: stats.resumed },
@@ -68,6 +82,11 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     cost_usd: costOf(stats.inputTokens + sent.wastedInput, base.price),
     pace: { lowest: pace.lowest, mean: pace.mean, seconds_below_limit: pace.seconds_below_limit, cuts: pace.cuts },
   };
+}
+
+/** Requests, wasted tokens and time of every run of this output (the journal's) and this one. */
+function addRuns(summary: UsageSummary, base: SummaryBase): void {
+  const { sent, seconds } = base.thisRun;
   const now = {
     seconds,
     requests: sent.requests,
@@ -84,27 +103,18 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     summary.tokens.wasted_input += run.wasted_input_tokens;
     summary.seconds += run.seconds;
   }
-  if (!outputs) {
-    summary.records.answered = stats.answered + stats.resumed;
-    summary.records.failed = stats.failed;
-    summary.tokens.input = stats.inputTokens;
-    return finish(summary);
-  }
+}
+
+/** What the written outputs hold: their rows, tokens and models, the calibration applied, the review file. */
+function addOutputs(summary: UsageSummary, outputs: Written): void {
   const { written } = outputs;
   if (written.calibration) {
     const shares = written.shares;
+    const moved = (name: string) => (shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0);
     summary.calibration = {
       source: outputs.calibrationSource,
       questions: Object.fromEntries(
-        [...written.calibration].map(([name, c]) => [
-          name,
-          {
-            method: c.method,
-            temperature: c.temperature,
-            bias: c.bias,
-            moved: shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0,
-          },
-        ]),
+        [...written.calibration].map(([name, c]) => [name, { method: c.method, temperature: c.temperature, bias: c.bias, moved: moved(name) }]),
       ),
     };
   }
@@ -112,9 +122,8 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   summary.records.answered = written.answered;
   summary.records.failed = written.failed;
   summary.records.deduplicated = written.deduplicated;
-  if (models.length > 0) summary.answered_by = written.models;
+  if (Object.keys(written.models).length > 0) summary.answered_by = written.models;
   if (written.duplicateIds) summary.duplicate_ids = written.duplicateIds;
   summary.tokens.input = written.inputTokens;
   summary.tokens.output = written.outputTokens;
-  return finish(summary);
 }
