@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
+import { VERDICTS, type Verdict } from "../../src/api/verdict.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 
@@ -35,5 +36,18 @@ describe("exit codes", () => {
   it("the check itself finds a setter (a file that sets one is flagged)", () => {
     expect(/process\.exitCode\s*=|process\.exit\s*\(/.test(code("if (x) process.exit(3);"))).toBe(true);
     expect(/process\.exitCode\s*=|process\.exit\s*\(/.test(code("// process.exit(3) is the boundary's"))).toBe(false);
+  });
+});
+
+describe("the exit-code table in docs/scheduling.md", () => {
+  it("has a row for every verdict with the code the table in api/verdict.ts gives it", () => {
+    const doc = readFileSync(join(ROOT, "docs/scheduling.md"), "utf8");
+    const rows = new Map<string, string[]>();
+    for (const m of doc.matchAll(/^\| ([\d /]+) \| `([a-z-]+)` \|/gm))
+      rows.set(m[2] as string, [...(rows.get(m[2] as string) ?? []), ...(m[1] as string).split("/").map((c) => c.trim())]);
+    for (const verdict of Object.keys(VERDICTS) as Verdict[]) {
+      const codes = verdict === "stopped" ? (["SIGINT", "SIGTERM", "SIGPIPE"] as const).map((s) => VERDICTS.stopped.exit(s)) : [VERDICTS[verdict].exit()];
+      expect(rows.get(verdict)?.map(Number).sort(), verdict).toEqual([...new Set(codes)].sort());
+    }
   });
 });
