@@ -129,50 +129,36 @@ export class StorageError extends VerdictError {
   }
 }
 
-/** Another run took this run's lock over (it was stalled past the lock's expiry): stop before sending or writing anything more. */
-export class LockLostError extends VerdictError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("lock-lost", message, options);
-  }
+/** A base for errors that always end in one verdict. */
+function endingIn(verdict: Verdict) {
+  return class extends VerdictError {
+    constructor(message: string, options?: ErrorOptions) {
+      super(verdict, message, options);
+    }
+  };
 }
+
+/** Another run took this run's lock over (it was stalled past the lock's expiry): stop before sending or writing anything more. */
+export class LockLostError extends endingIn("lock-lost") {}
 
 /** Another run holds the journal: this one is refused before doing anything. */
-export class LockRefusedError extends VerdictError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("locked", message, options);
-  }
-}
+export class LockRefusedError extends endingIn("locked") {}
 
 /** The endpoint is given up on: it refused the key, cannot be reached, or fails record after record. Rerunning resumes. */
-export class EndpointAbort extends VerdictError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("aborted", message, options);
-  }
-}
+export class EndpointAbort extends endingIn("aborted") {}
 
 /** The first records all failed for one reason: nothing later will do better. */
-export class AllFailedError extends VerdictError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("all-failed", message, options);
-  }
-}
+export class AllFailedError extends endingIn("all-failed") {}
 
 /** A quality or drift gate failed (`assess --fail-if`, `report --fail-if`): the command said which, and ends with exit 4. */
-export class GateFailedError extends VerdictError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("gate-failed", message, options);
-  }
-}
+export class GateFailedError extends endingIn("gate-failed") {}
 
 /**
  * Whoever reads the output closed it (`run -o - | head -1`: EPIPE): the run
  * stops as a signal would, its journal kept, with the exit code of SIGPIPE.
  */
-export class OutputClosedError extends VerdictError {
+export class OutputClosedError extends endingIn("stopped") {
   readonly signal = "SIGPIPE" as const;
-  constructor(message: string, options?: ErrorOptions) {
-    super("stopped", message, options);
-  }
 }
 
 /** The stages of a run, in order, and "command" for an error that reached the command line outside a run. */

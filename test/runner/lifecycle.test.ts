@@ -20,11 +20,12 @@ import { acquireLock } from "../../src/runner/state/lock.js";
 import { VERDICTS } from "../../src/api/verdict.js";
 import { runInProcess } from "../support/cli.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
+import { canMountTmpfs, lifecycleRequest } from "../support/lifecycle.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-lifecycle-"));
 const jobFile = join(dir, "job.json");
 writeFileSync(jobFile, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
-const logger = createLogger({ level: "silent" });
+const _logger = createLogger({ level: "silent" });
 const N = 40;
 
 function input(name: string, n = N): string {
@@ -34,21 +35,7 @@ function input(name: string, n = N): string {
 }
 
 function request(data: string, output: string, evaluator: FakeEvaluator, over: Partial<RunRequest> = {}): RunRequest {
-  return {
-    settings: { input: data, jobFile, model: "default", apiKeyEnv: "TYPED_EVAL_API_KEY", timeoutSeconds: 5, seed: 1, concurrency: 4 },
-    places: { output, summaryJson: `${output}.summary.json` },
-    shaping: { forceCalibration: false, auditSeed: 1, csvBom: false },
-    rpm: 1e9,
-    tps: 1e12,
-    maxRetries: 0,
-    maxFailuresInARow: 5,
-    maxErrorRate: 0,
-    graceMs: 1000,
-    journalFlushMs: 1000,
-    logger,
-    openModel: async () => evaluator,
-    ...over,
-  };
+  return lifecycleRequest(data, jobFile, output, evaluator, { maxFailuresInARow: 5, ...over });
 }
 
 const ids = (path: string) =>
@@ -100,14 +87,7 @@ async function rerunCompletes(name: string, data: string, output: string): Promi
   return evaluator;
 }
 
-/** Whether this process may mount a tmpfs (root on Linux): the real disk-full case runs only then. */
-function canMount(): boolean {
-  if (process.platform !== "linux" || process.getuid?.() !== 0) return false;
-  const probe = mkdtempSync(join(tmpdir(), "te-mount-"));
-  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe]).status === 0;
-  if (ok) spawnSync("umount", [probe]);
-  return ok;
-}
+const canMount = canMountTmpfs;
 
 describe("run lifecycle verdicts", () => {
   it.runIf(canMount())("storage-unavailable (exit 9) on a real full disk (a 64 KiB tmpfs); once space is freed the rerun completes", async () => {

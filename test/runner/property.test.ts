@@ -21,12 +21,13 @@ import type { SystemOneRequest } from "../../src/api/schema.js";
 import { exitCodeOf } from "../../src/api/verdict.js";
 import { createLogger } from "../../src/logging/logger.js";
 import { fnv1a } from "../../src/runner/input/requests.js";
-import { type RunRequest, runLifecycle } from "../../src/runner/run.js";
+import { runLifecycle } from "../../src/runner/run.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
+import { lifecycleRequest } from "../support/lifecycle.js";
 
 const SOAK = process.env["SOAK"] === "1";
-const logger = createLogger({ level: "silent" });
+const _logger = createLogger({ level: "silent" });
 
 /** The answer a record's current request gets: a function of its text and the question's wording, so a stale answer shows. */
 function truth(text: string, wording: string): number {
@@ -143,7 +144,7 @@ class World {
     const stop = new AbortController();
     const now = new AbortController();
     const evaluator = this.evaluator(p, stop, now);
-    const request: RunRequest = {
+    const request = lifecycleRequest(this.input, this.job, this.output, evaluator, {
       settings: {
         input: this.input,
         jobFile: this.job,
@@ -154,19 +155,10 @@ class World {
         concurrency: this.concurrency,
       },
       places: { output: this.output, summaryJson: join(this.dir, "summary.json") },
-      shaping: { forceCalibration: false, auditSeed: 1, csvBom: false },
-      rpm: 1e9,
-      tps: 1e12,
-      maxRetries: 0,
-      maxFailuresInARow: 50,
-      maxErrorRate: 0,
       graceMs: 200,
-      journalFlushMs: 1000,
       stop: stop.signal,
       stopNow: now.signal,
-      logger,
-      openModel: async () => evaluator,
-    };
+    });
     const end = await runLifecycle(request);
     const summary = JSON.parse(readFileSync(join(this.dir, "summary.json"), "utf8")) as { verdict: string };
     expect(summary.verdict).toBe(end.verdict);

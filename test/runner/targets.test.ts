@@ -12,18 +12,11 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { classify, OutputClosedError } from "../../src/api/verdict.js";
 import { partialFile, stdoutSink } from "../../src/runner/output/targets.js";
+import { canMountTmpfs } from "../support/lifecycle.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-targets-"));
 
-/** Whether this process may mount a tmpfs (root on Linux): the real full-disk case runs only then, and says so when it cannot. */
-function canMount(): boolean {
-  if (process.platform !== "linux" || process.getuid?.() !== 0) return false;
-  const probe = mkdtempSync(join(tmpdir(), "te-mount-"));
-  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe]).status === 0;
-  if (ok) spawnSync("umount", [probe]);
-  return ok;
-}
-const MOUNT = canMount();
+const MOUNT = canMountTmpfs();
 if (!MOUNT) console.warn("targets.test: cannot mount a tmpfs here (not root on Linux): the real full-disk case is skipped");
 
 describe("a file output", () => {

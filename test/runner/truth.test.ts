@@ -17,13 +17,14 @@ import { exitCodeOf, OutputClosedError, verdictLine } from "../../src/api/verdic
 import { createLogger } from "../../src/logging/logger.js";
 import type { OutputTarget } from "../../src/runner/output/targets.js";
 import { targetOf } from "../../src/runner/prepare.js";
-import { type RunRequest, runLifecycle } from "../../src/runner/run.js";
+import { runLifecycle } from "../../src/runner/run.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
+import { lifecycleRequest } from "../support/lifecycle.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-truth-"));
-const logger = createLogger({ level: "silent" });
+const _logger = createLogger({ level: "silent" });
 
 interface Rec {
   id: string;
@@ -61,23 +62,7 @@ function echo(options: { refuse?: (text: string) => boolean; model?: (call: numb
   return evaluator;
 }
 
-function request(input: string, job: string, output: string, evaluator: FakeEvaluator, over: Partial<RunRequest> = {}): RunRequest {
-  return {
-    settings: { input, jobFile: job, model: "default", apiKeyEnv: "TYPED_EVAL_API_KEY", timeoutSeconds: 5, seed: 1, concurrency: 4 },
-    places: { output, summaryJson: `${output}.summary.json` },
-    shaping: { forceCalibration: false, auditSeed: 1, csvBom: false },
-    rpm: 1e9,
-    tps: 1e12,
-    maxRetries: 0,
-    maxFailuresInARow: 50,
-    maxErrorRate: 0,
-    graceMs: 1000,
-    journalFlushMs: 1000,
-    logger,
-    openModel: async () => evaluator,
-    ...over,
-  };
-}
+const request = lifecycleRequest;
 
 const lines = (path: string) =>
   readFileSync(path, "utf8")

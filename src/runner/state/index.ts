@@ -13,7 +13,7 @@
  * the journal (the answer, else the latest error) and a few flags: 25 bytes
  * a key at most (17 in the entries, 4 or 8 in the table).
  */
-import { fnv1a } from "../input/requests.js";
+import { mixedHash } from "../input/requests.js";
 
 /** An answer for the key is in the journal. */
 const ANSWERED = 1;
@@ -27,17 +27,6 @@ const SEEN = 8;
 const STALE_KEEP = 16;
 /** The key's entry has been written to the outputs already (a later record with the key is a copy). */
 const WRITTEN = 32;
-
-/** The 32-bit hash of a record's id (an avalanche round on FNV-1a: similar ids spread over the whole range). */
-function idHash(id: string): number {
-  let h = fnv1a(id);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /** 32 bits of a request hash (hex digits `from` to `from + 8`); 0 for an entry written without one. */
 function requestBits(h: string | undefined, from: number): number {
@@ -72,7 +61,7 @@ export class JournalIndex {
   /** The key of a record: its entry number, made if it is new. */
   key(id: string, h: string | undefined): number {
     // Without ids, a record is what it asks: the whole 64 bits of its request hash.
-    const hi = this.byId ? idHash(id) : requestBits(h, 8);
+    const hi = this.byId ? mixedHash(id) : requestBits(h, 8);
     const lo = requestBits(h, 0);
     const mask = this.slots.length - 1;
     for (let slot = (Math.imul(hi ^ lo, 0x9e3779b1) >>> 0) & mask; ; slot = (slot + 1) & mask) {
