@@ -6,7 +6,7 @@ export const EXIT = {
   partial: 1,
   /**
    * Bad invocation, setting, job file or input that nothing could be done with; or a place the run
-   * writes (an output, the summary, the journal) that refused or was full before anything was paid.
+   * writes (an output, the summary, the journal) found refused or full before its first request.
    */
   usage: 2,
   /** Aborted (auth failure, upstream unreachable); rerunning resumes. */
@@ -27,8 +27,8 @@ export const EXIT = {
   lockLost: 8,
   /**
    * A store the run depends on (S3, the local disk) failed past its retries, filled up or refused a
-   * write once something was paid for (an output, the summary, the journal); the journal is intact:
-   * rerun once it is back to resume.
+   * write once the run had begun answering (an output, the summary, the journal); the journal is
+   * intact: rerun once it is back to resume.
    */
   storage: 9,
   /**

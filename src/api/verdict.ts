@@ -207,7 +207,8 @@ function firstLine(message: string): string {
  *   request itself (400, 404, 422) is bad input (2);
  * - a file system refusing (full, read-only, permission, a directory where a
  *   file goes): the user's to fix (2) at the check, on the command line and
- *   before anything was paid; after that a storage failure (9), resumable;
+ *   before the run's first request (`paid` false); once it has begun
+ *   answering, a storage failure (9), resumable: the journal keeps the work;
  * - a connection failing (S3 down, refused, reset) or a store's 5xx or 403:
  *   storage-unavailable (9) in a run; on the command line, a problem with
  *   the host named (2);

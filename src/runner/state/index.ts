@@ -167,7 +167,8 @@ export class JournalIndex {
    * Both are set aside, never written.
    */
   setAside(): { otherVersions: number; notInInput: number } {
-    if (!this.byId) return { otherVersions: 0, notInInput: this.count((flags) => !(flags & SEEN)) };
+    const unseen = this.count((flags) => !(flags & SEEN));
+    if (!this.byId || unseen === 0) return { otherVersions: 0, notInInput: unseen };
     const ids = new Uint32Array(this.count((flags) => (flags & SEEN) !== 0));
     let n = 0;
     for (let key = 0; key < this.size; key++) if ((this.flags[key] as number) & SEEN) ids[n++] = this.hi[key] as number;
