@@ -20,7 +20,7 @@ function files(dir: string): string[] {
 }
 
 /** Every function, method, accessor and arrow function longer than `limit` lines, as "file:line name (n lines)". */
-export function longFunctions(path: string, text: string, limit: number): string[] {
+function longFunctions(path: string, text: string, limit: number): string[] {
   const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
   const found: string[] = [];
   const visit = (node: ts.Node) => {
