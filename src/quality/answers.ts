@@ -150,7 +150,7 @@ export async function readAnswers(
   },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
-  const source = await openFile(path, format, options.secondary ? "--compare answers" : "answers", !options.secondary);
+  const source = await openFile(path, format, "answers", !options.secondary);
   let questions = options.questions;
   let notify = options.onQuestions;
   async function* rows(): AsyncGenerator<AnswerRow> {

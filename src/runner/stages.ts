@@ -57,7 +57,9 @@ export interface RunResult extends Ending {
 export async function runJob(options: RunOptions): Promise<RunResult> {
   const identity = options.evaluator.identity(options.job.model);
   // What decides an answer: the model's identity and how the evaluator renders these questions (the request carries the rest).
-  const requestIdentity = `${identity}\n${options.evaluator.promptFingerprint?.(options.job.model, options.job.questions) ?? ""}`;
+  const fingerprint = options.evaluator.promptFingerprint?.(options.job.model, options.job.questions);
+  // Without one (a remote endpoint: its identity covers its rendering) the hash is what it was: journals resume across releases.
+  const requestIdentity = fingerprint ? `${identity}\n${fingerprint}` : identity;
   let opened: Awaited<ReturnType<OpenJournal>>;
   try {
     opened = await (options.openJournal ?? Journal.open)(options.journalPath, {

@@ -69,7 +69,7 @@ const cases: [string[], RegExp][] = [
   [["calibrate", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "-o", join(dir, "c.json")], /cannot read gold/],
   [
     ["report", join(dir, "answers.jsonl"), "--compare", join(dir, "missing.jsonl"), "-o", join(dir, "r.html")],
-    /cannot read --compare answers .*missing\.jsonl/,
+    /cannot read answers .*missing\.jsonl/,
   ],
   [["run", data, "--job", join(dir, "missing.json")], /cannot read job file/],
   [["ask", "-q", join(dir, "missing.json"), "--state", job], /no such file/],
