@@ -67,10 +67,7 @@ const cases: [string[], RegExp][] = [
   [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv")], /cannot read gold/],
   [["thresholds", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "--target-accuracy", "0.9"], /cannot read gold/],
   [["calibrate", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "-o", join(dir, "c.json")], /cannot read gold/],
-  [
-    ["report", join(dir, "answers.jsonl"), "--compare", join(dir, "missing.jsonl"), "-o", join(dir, "r.html")],
-    /cannot read answers .*missing\.jsonl/,
-  ],
+  [["report", join(dir, "answers.jsonl"), "--compare", join(dir, "missing.jsonl"), "-o", join(dir, "r.html")], /cannot read answers .*missing\.jsonl/],
   [["run", data, "--job", join(dir, "missing.json")], /cannot read job file/],
   [["ask", "-q", join(dir, "missing.json"), "--state", job], /no such file/],
   [["assess", join(dir, "answers.jsonl"), "--gold", data, "--bootstrap", "-1"], /--bootstrap takes a whole number from 0/],
