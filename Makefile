@@ -4,13 +4,41 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NPM_STAMP := node_modules/.typed-eval-installed
 
+# Node: the lines the suite passes on (package.json's engines says the same).
+# NODE=22|24|26 runs every target on that line, fetched from the npm registry
+# (node-<os>-<cpu>@NODE, the official build's bin/node) into .cache/node/NODE.
+# Without NODE: the machine's Node when it is one of these lines, else 24.
+TESTED_NODE := 22 24 26
+DEFAULT_NODE := 24
+ifeq ($(origin NODE),environment)
+  # npm scripts export NODE as a path: only a line number chooses.
+  ifeq ($(filter $(NODE),$(TESTED_NODE)),)
+    NODE :=
+  endif
+endif
+ifeq ($(NODE),)
+  ifeq ($(filter $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null),$(TESTED_NODE)),)
+    NODE := $(DEFAULT_NODE)
+  endif
+endif
+ifneq ($(NODE),)
+  ifeq ($(shell [[ "$(NODE)" =~ ^[0-9]+$$ ]] && echo ok),)
+    $(error NODE takes a Node major version such as 24 (tested: $(TESTED_NODE)), not "$(NODE)")
+  endif
+  NODE_PLATFORM := $(subst Linux,linux,$(subst Darwin,darwin,$(shell uname -s)))-$(subst x86_64,x64,$(subst aarch64,arm64,$(shell uname -m)))
+  NODE_HOME := $(CURDIR)/.cache/node/$(NODE)
+  NODE_BIN := $(NODE_HOME)/bin/node
+  # Every recipe (npm, npx and the #!/usr/bin/env node of bin/typed-eval.js) finds this Node first.
+  export PATH := $(NODE_HOME)/bin:$(PATH)
+endif
+
 ACCOUNTS ?= accounts.json
 
-.PHONY: help install test lint format typecheck unit eval serve bench build clean soak tiny-model
+.PHONY: help install test lint format typecheck unit eval serve bench build clean soak tiny-model node node-line
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
-	@echo "make test    install dependencies, type-check, run the tests"
+	@echo "make test    install dependencies, type-check, run the tests (NODE=22/24/26: on that Node, fetched from npm)"
 	@echo "make serve   run the HTTP API on 127.0.0.1:8787 (creates a dev key on first run)"
 	@echo "make bench   run the benchmarks and print their ratios"
 	@echo "make soak    the long reliability tests (kills, faults, fuzzing, load)"
@@ -22,11 +50,28 @@ help:
 # (rollup, llama.cpp) leave those out of the lock, and `npm ci` then refuses
 # the lock as out of sync. `npm install --no-save` installs the locked
 # versions and leaves the lock untouched.
-$(NPM_STAMP): package.json package-lock.json
+$(NPM_STAMP): package.json package-lock.json | $(NODE_BIN)
 	npm install --no-save --no-audit --no-fund
 	@touch $@
 
+# The npm package of an official Node build: `npm pack` checks its integrity against the registry;
+# only bin/node is kept (about 120 MB unpacked). Delete .cache/node to fetch the line's latest again.
+$(NODE_BIN):
+	@rm -rf $(NODE_HOME).tmp && mkdir -p $(NODE_HOME).tmp
+	@echo "Fetching Node $(NODE) from the npm registry (node-$(NODE_PLATFORM)@$(NODE)) into .cache/node/$(NODE)" >&2
+	@cd $(NODE_HOME).tmp && npm pack --silent "node-$(NODE_PLATFORM)@$(NODE)" >/dev/null \
+	  || { echo "*** no Node $(NODE) for $(NODE_PLATFORM) in the npm registry: install Node $(DEFAULT_NODE) (tested: $(TESTED_NODE)) yourself and run make without NODE ***" >&2; exit 1; }
+	@cd $(NODE_HOME).tmp && tar xzf node-*.tgz --strip-components=1 package/bin/node package/LICENSE && rm node-*.tgz
+	@rm -rf $(NODE_HOME) && mv $(NODE_HOME).tmp $(NODE_HOME)
+	@echo "Node $$($@ --version) in .cache/node/$(NODE)" >&2
+
 install: $(NPM_STAMP)
+
+# Which Node the targets run on, and how to use it outside make (`make -s node-line`: its major alone, for .ci/run).
+node-line:
+	@echo $(or $(NODE),$(shell node -p 'process.versions.node.split(".")[0]'))
+node: $(NODE_BIN)
+	@echo "make runs $$(command -v node) ($$(node --version)); for npx and the CLI outside make: export PATH=\"$(if $(NODE_HOME),$(NODE_HOME)/bin:)\$$PATH\""
 
 # Compiled JavaScript for eval, serve and bench: half the memory of running the
 # sources through tsx. bin/typed-eval.js uses dist/ only while it is up to date.
@@ -57,7 +102,9 @@ test: lint typecheck unit
 # The long variants of the reliability tests (test/reliability): 100 kills, 100,000
 # fuzzed bodies, three minutes of load; then the packed package installed and run.
 # About 30 minutes on two cores.
+FAKETIME_LIB ?= /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 soak: $(NPM_STAMP) $(BUILD_STAMP)
+	@test -e $(FAKETIME_LIB) || echo "*** No libfaketime: the wall-clock step case is SKIPPED (apt-get install -y faketime) ***" >&2
 	SOAK=1 npx vitest run test/reliability
 	PACKAGE_TEST=1 npx vitest run test/package
 

@@ -25,7 +25,7 @@ import { createRequire } from "node:module";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { LlamaContextSequence as Sequence } from "node-llama-cpp";
-import type { SystemOneRequest } from "../src/api/schema.js";
+import type { EvaluatorRequest } from "../src/api/schema.js";
 import type { Evaluator } from "../src/evaluator/evaluator.js";
 import { generatedModel, QWEN25_05B_SHAPE } from "../test/support/models.js";
 import { benchState, questionSet } from "./engine.bench.js";
@@ -43,7 +43,7 @@ interface Side {
   evaluator: Evaluator;
   tokenize(text: string, special: boolean): unknown[];
   /** Tokens before the first question (system text and state): the sides' prompts may differ. */
-  prefixTokens(request: SystemOneRequest): number;
+  prefixTokens(request: EvaluatorRequest): number;
 }
 
 /** The engine and evaluator of the checkout at `root`, loaded as the engine bench loads them. */
@@ -55,14 +55,14 @@ async function load(root: string): Promise<Side> {
   const { detectTemplate } = (await from("src/evaluator/prompt.ts")) as typeof import("../src/evaluator/prompt.js");
   const engine = await LlamaEngine.load({ modelPath: path, contextSize: 4096, sequences: 1, threads: 2 });
   const evaluator = new LocalEvaluator(engine, { id: "bench-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
-  const prefixTokens = (request: SystemOneRequest) => evaluator.prepare(request).prefix.length;
+  const prefixTokens = (request: EvaluatorRequest) => evaluator.prepare(request).prefix.length;
   return { evaluator, tokenize: (text, special) => engine.tokenize(text, special), prefixTokens };
 }
 
 const sides = { base: await load(base), head: await load(resolve(import.meta.dirname, "..")) };
 const state = benchState(sides.head, Number(process.env["BENCH_STATE_TOKENS"] ?? 2000));
 let serial = 0;
-const request = (n: number): SystemOneRequest => ({ state: `#${serial++} ${state}`, model: "bench", questions: questionSet(n) });
+const request = (n: number): EvaluatorRequest => ({ state: `#${serial++} ${state}`, model: "bench", questions: questionSet(n) });
 
 // Both sides must run the same llama.cpp build, else the comparison mixes in the binaries' difference.
 const llamaOf = (root: string) => pathToFileURL(createRequire(resolve(root, "package.json")).resolve("node-llama-cpp")).href;

@@ -8,7 +8,7 @@
  *   bare node-llama-cpp evaluation of the same tokens.
  */
 import { getLlama, LlamaLogLevel, type Token as LlamaToken } from "node-llama-cpp";
-import type { Question, SystemOneRequest } from "../src/api/schema.js";
+import type { Question, EvaluatorRequest } from "../src/api/schema.js";
 import { LlamaEngine } from "../src/engines/llama.js";
 import { LocalEvaluator } from "../src/evaluator/local.js";
 import { detectTemplate } from "../src/evaluator/prompt.js";
@@ -82,7 +82,7 @@ const benchmark: Benchmark = {
     // Each request a record of its own (a new first word): sequences keep their prefix between requests,
     // and the same state twice would measure the cache, not the work on a state.
     let serial = 0;
-    const request = (n: number): SystemOneRequest => ({ state: `#${serial++} ${state}`, model: "bench", questions: questionSet(n) });
+    const request = (n: number): EvaluatorRequest => ({ state: `#${serial++} ${state}`, model: "bench", questions: questionSet(n) });
 
     // Peak memory of the evaluator alone: model, 4 x 4096-token KV streams, a 16-question request.
     const { peakMiB } = await peakRssDuring(() => evaluator.evaluate(request(16)));

@@ -1,8 +1,8 @@
 /**
  * The label-quality commands on a night's worth of answers: `assess` (gold
- * for every row, the worst case) and `report --compare` on 1,000,000
- * answered rows with three questions (noul, a 5-option choice, a 4-level
- * score), as the CLI runs them. Wall time and peak RSS against the goals
+ * for every row, the worst case), alone and with the suspects list by each
+ * method, and `report --compare` on 1,000,000 answered rows with three
+ * questions (noul, a 5-option choice, a 4-level score), as the CLI runs them. Wall time and peak RSS against the goals
  * (60 s, 500 MiB), and against a bare pass that only reads and parses the
  * same file, to show what the metrics cost on top of the I/O.
  */
@@ -102,8 +102,21 @@ const bench: Benchmark = {
       ["report", a.answers, "--compare", b.answers, "--fail-if", "team.psi>0.2,agreement<0.9,label_mass<0.5", "-o", join(dir, "report.html")],
       [0, 4],
     );
-    // Every gold row against random answers: most rows are suspects (about 2.3 million over three questions), the file's worst case.
+    // Every gold row against random answers: most rows are suspects (2.05 million over three questions; 1.55 million by noise rate), the file's worst case.
     const suspects = measured(["assess", a.answers, "--gold", a.gold, "--json", "--html", join(dir, "assess.html"), "--suspects", join(dir, "suspects.csv")]);
+    const noiseRate = measured([
+      "assess",
+      a.answers,
+      "--gold",
+      a.gold,
+      "--json",
+      "--html",
+      join(dir, "assess.html"),
+      "--suspects",
+      join(dir, "suspects.csv"),
+      "--suspects-method",
+      "noise-rate",
+    ]);
     const ratios: Ratio[] = [
       { name: "assess seconds / 60 s", value: assess.seconds / 60, goal: { max: 1 } },
       { name: "assess peak RSS / 500 MiB", value: assess.peakMiB / 500, goal: { max: 1 } },
@@ -114,6 +127,8 @@ const bench: Benchmark = {
       { name: "assess --suspects peak RSS / 500 MiB", value: suspects.peakMiB / 500, goal: { max: 1 } },
       { name: "assess --suspects / assess, wall", value: suspects.seconds / assess.seconds },
       { name: "assess --suspects / assess, CPU", value: suspects.cpu / assess.cpu },
+      { name: "assess --suspects-method noise-rate seconds / 60 s", value: noiseRate.seconds / 60, goal: { max: 1 } },
+      { name: "assess --suspects-method noise-rate peak RSS / 500 MiB", value: noiseRate.peakMiB / 500, goal: { max: 1 } },
     ];
     return {
       figures: {
@@ -128,6 +143,9 @@ const bench: Benchmark = {
         "assess --suspects wall (s)": suspects.seconds,
         "assess --suspects CPU (s)": suspects.cpu,
         "assess --suspects peak RSS (MiB)": suspects.peakMiB,
+        "assess --suspects noise-rate wall (s)": noiseRate.seconds,
+        "assess --suspects noise-rate CPU (s)": noiseRate.cpu,
+        "assess --suspects noise-rate peak RSS (MiB)": noiseRate.peakMiB,
       },
       ratios,
     };

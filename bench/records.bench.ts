@@ -15,7 +15,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { SystemOneRequest, SystemOneResponse } from "../src/api/schema.js";
+import type { EvaluatorRequest, EvaluatorResponse } from "../src/api/schema.js";
 import { LlamaEngine } from "../src/engines/llama.js";
 import { LocalEvaluator } from "../src/evaluator/local.js";
 import { detectTemplate } from "../src/evaluator/prompt.js";
@@ -46,14 +46,14 @@ interface Mode {
 }
 
 /** Answers every request with `IN_FLIGHT` in flight; returns the responses in order, the seconds and the tokens fed to llama.cpp. */
-async function pass(mode: Mode, requests: readonly SystemOneRequest[]) {
-  const responses: SystemOneResponse[] = new Array<SystemOneResponse>(requests.length);
+async function pass(mode: Mode, requests: readonly EvaluatorRequest[]) {
+  const responses: EvaluatorResponse[] = new Array<EvaluatorResponse>(requests.length);
   const tokensBefore = mode.engine.evaluatedTokens;
   const start = process.hrtime.bigint();
   let next = 0;
   await Promise.all(
     Array.from({ length: IN_FLIGHT }, async () => {
-      for (let i = next++; i < requests.length; i = next++) responses[i] = (await mode.evaluator.evaluate(requests[i] as SystemOneRequest)).response;
+      for (let i = next++; i < requests.length; i = next++) responses[i] = (await mode.evaluator.evaluate(requests[i] as EvaluatorRequest)).response;
     }),
   );
   return { responses, seconds: Number(process.hrtime.bigint() - start) / 1e9, tokens: mode.engine.evaluatedTokens - tokensBefore };
@@ -87,7 +87,7 @@ const benchmark: Benchmark = {
     });
     const sets = { short, long } as const;
     const prepared = modes[0]!.evaluator;
-    const stateTokens = (requests: SystemOneRequest[]) => median(requests.map((r) => prepared.prepare(r).prefix.length - prepared.prepare(r).shared));
+    const stateTokens = (requests: EvaluatorRequest[]) => median(requests.map((r) => prepared.prepare(r).prefix.length - prepared.prepare(r).shared));
 
     // Warm-up: every sequence of both engines holds a record of the job, none of the measured ones
     // (a sequence holding the very record would keep its whole prefix: the cache, not the work).
@@ -107,7 +107,7 @@ const benchmark: Benchmark = {
         for (let g = 0; g < requests.length; g += IN_FLIGHT) {
           const group = requests.slice(g, g + IN_FLIGHT);
           const order = (r + g / IN_FLIGHT) % 2 === 0 ? modes : [...modes].reverse();
-          const results: SystemOneResponse[][] = [];
+          const results: EvaluatorResponse[][] = [];
           for (const mode of order) {
             const key = `${set} ${mode.name}`;
             const used = process.cpuUsage();

@@ -10,7 +10,6 @@
  * (JSONL, and Parquet against JSONL side by side),
  * and the estimate against the tokens really used (embedded model).
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import Bottleneck from "bottleneck";
 import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -31,6 +30,7 @@ import { openLocalSource } from "../src/records/sources.js";
 import { generatedModel, TINY } from "../test/support/models.js";
 import { ByteWriter, ParquetWriter, type SchemaElement } from "hyparquet-writer";
 import type { Benchmark, Ratio } from "./harness.js";
+import { timedCli, upstreamProcess } from "./processes.js";
 import type { UpstreamConfig } from "./upstream.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-bench-runner-"));
@@ -58,16 +58,12 @@ function acceptedPerSecond(s: UpstreamStats): number {
 }
 
 async function upstream(config: UpstreamConfig): Promise<{ url: string; stats(): Promise<UpstreamStats>; storm(ms: number): Promise<void>; stop(): void }> {
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "upstream.ts"), JSON.stringify(config)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const port = await new Promise<string>((resolve) => child.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim())));
-  const url = `http://127.0.0.1:${port}`;
+  const { url, stop } = await upstreamProcess(config);
   return {
     url,
     stats: async () => (await (await fetch(`${url}/stats`)).json()) as UpstreamStats,
     storm: async (ms) => void (await fetch(`${url}/storm?ms=${ms}`, { method: "POST" })),
-    stop: () => child.kill(),
+    stop,
   };
 }
 
@@ -129,33 +125,10 @@ async function atLimit(label: string, records: number, stateChars: number, rpm: 
 function timedRun(input: string, out: string, url: string, command: "run" | "estimate" = "run"): { seconds: number; peakMiB: number } {
   const jobPath = join(dir, "job.json");
   writeFileSync(jobPath, JSON.stringify(job));
-  const started = Date.now();
-  const time = spawnSync(
-    "/usr/bin/time",
-    [
-      "-f",
-      "%M",
-      process.execPath,
-      join(import.meta.dirname, "../bin/typed-eval.js"),
-      command,
-      input,
-      "--job",
-      jobPath,
-      ...(command === "run" ? ["-o", out] : []),
-      "--base-url",
-      url,
-      "--rpm",
-      "1e12",
-      "--tps",
-      "1e15",
-      "--concurrency",
-      "64",
-    ],
-    { encoding: "utf8", env: { ...process.env, TYPED_EVAL_LOG_LEVEL: "silent", TYPED_EVAL_API_KEY: "k" }, maxBuffer: 1 << 26 },
-  );
-  const seconds = (Date.now() - started) / 1000;
-  if (time.status !== 0) throw new Error(`${command} failed: ${time.stderr}`);
-  return { seconds, peakMiB: Number(time.stderr.trim().split("\n").at(-1)) / 1024 };
+  const output = command === "run" ? ["-o", out] : [];
+  const run = timedCli([command, input, "--job", jobPath, ...output, "--base-url", url, "--rpm", "1e12", "--tps", "1e15", "--concurrency", "64"]);
+  if (run.code !== 0) throw new Error(`${command} failed: ${run.stderr}`);
+  return { seconds: run.seconds, peakMiB: run.peakMiB };
 }
 
 /**

@@ -13,6 +13,7 @@
  * by thread and GC pauses per path, which a crowded machine's waits do not
  * distort.
  */
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { AddressInfo } from "node:net";
 import { PerformanceObserver } from "node:perf_hooks";
 import type { ModelSet } from "../src/evaluator/evaluator.js";
@@ -65,18 +66,23 @@ const timed = new Proxy(router, {
   },
 });
 const app = buildServer({ evaluator: timed, accounts: testAccounts(), logger: createLogger({ level: "silent" }), limiter: new RateLimiter(), maxQueue: 1000 });
-// Added after the app's own hooks, so each marks the end of the app's work at that stage.
-app.addHook("onRequest", (_request, _reply, done) => {
-  mark["hooked"] = now();
-  done();
-});
-app.addHook("preHandler", (_request, _reply, done) => {
-  mark["parsed"] = now();
-  done();
-});
-app.addHook("onSend", (_request, _reply, payload, done) => {
-  mark["send"] = now();
-  done(null, payload);
+// Route-level hooks run after the app's own (its plugins' and auth's), so each marks the end of the app's work at that stage.
+app.addHook("onRoute", (route) => {
+  const at =
+    (stage: string) =>
+    (_request: FastifyRequest, _reply: FastifyReply, done: () => void): void => {
+      mark[stage] = now();
+      done();
+    };
+  route.onRequest = [...[route.onRequest ?? []].flat(), at("hooked")];
+  route.preHandler = [...[route.preHandler ?? []].flat(), at("parsed")];
+  route.onSend = [
+    ...[route.onSend ?? []].flat(),
+    (_request, _reply, payload, done) => {
+      mark["send"] = now();
+      done(null, payload);
+    },
+  ];
 });
 await app.listen({ host: "127.0.0.1", port: 0 });
 const port = (app.server.address() as AddressInfo).port;

@@ -5,13 +5,15 @@
  * enforces a requests-per-minute and a tokens-per-second limit as exact
  * sliding windows, answering 429 beyond them (with `retry-after-ms` unless
  * `silent`). Faults per attempt: `p529`, `p500`, `pReset` (a destroyed
- * socket). `POST /storm?ms=N` answers every attempt 529 for N ms. Prints its
+ * socket). `bodyBytes`: every answer padded to about that many bytes, sent
+ * in 1 MiB chunks with no length declared (as it is written, the reader's pace).
+ * `POST /storm?ms=N` answers every attempt 529 for N ms. Prints its
  * port on stdout; GET /stats returns what it accepted and rejected, with
  * per-second counts of attempts and accepted requests.
  *
  * Usage: upstream.ts '{"minMs":50,"maxMs":150,"rpm":6000,"tps":1e9,...}'
  */
-import { createServer } from "node:http";
+import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { SystemOneRequest } from "../src/api/schema.js";
 import { plausibleAnswers } from "../test/support/answers.js";
@@ -28,6 +30,27 @@ export interface UpstreamConfig {
   pReset?: number;
   /** 429 beyond the limits without any retry header (an endpoint that does not say how long). */
   silent?: boolean;
+  /** Pad every answer to about this many bytes, streamed in chunks with no content-length. */
+  bodyBytes?: number;
+}
+
+const CHUNK = Buffer.alloc(1 << 16, "x");
+
+/** Writes `json` with a pad field of about `bytes` bytes, at the pace the reader takes it; stops when the reader hangs up. */
+async function padded(res: ServerResponse, json: object, bytes: number): Promise<void> {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.write(`${JSON.stringify(json).slice(0, -1)},"pad":"`);
+  for (let sent = 0; sent < bytes && !res.destroyed; sent += CHUNK.length) {
+    if (res.write(CHUNK)) continue;
+    await new Promise<void>((resolve) => {
+      const go = () => {
+        res.off("drain", go).off("close", go);
+        resolve();
+      };
+      res.on("drain", go).on("close", go);
+    });
+  }
+  res.end('"}');
 }
 
 const config = JSON.parse(process.argv[2] ?? "{}") as UpstreamConfig;
@@ -117,9 +140,12 @@ const server = createServer((req, res) => {
         case "500":
           res.writeHead(500, { "content-type": "application/json" });
           return void res.end('{"detail":"internal error"}');
-        case "ok":
+        case "ok": {
+          const answer = { model: "bench-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: tokens, output_tokens: 1 } };
+          if (config.bodyBytes) return void padded(res, answer, config.bodyBytes);
           res.writeHead(200, { "content-type": "application/json" });
-          res.end(JSON.stringify({ model: "bench-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: tokens, output_tokens: 1 } }));
+          res.end(JSON.stringify(answer));
+        }
       }
     };
     const delay = config.minMs + Math.random() * (config.maxMs - config.minMs);

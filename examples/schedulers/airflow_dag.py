@@ -20,15 +20,19 @@ Setting ``cmds`` would replace the entrypoint and drop tini.
 
 The journal of an S3 output lives in S3 beside it (``<output>.journal/``), so
 a retry on another worker or in a new pod resumes where the last one stopped:
-a lost worker repays at most its last 5 seconds of records. Its lock goes
-stale one minute after a worker dies; the first retry comes two minutes
-later.
+a lost worker repays at most its last 5 seconds of records. Its lock is
+taken over once its heartbeat has stood still for a minute (the retry
+watches it that long); the first retry comes two minutes later.
 
-Exit codes (docs/scheduling.md, "Exit codes"): only the resumable ones
-(3: endpoint down; 9: storage down; 130/143: stopped by a signal) are retried, with
-exponential backoff. 6 (no input tonight) skips. 1 (too many failed records),
-2 (bad job or input), 5 (every record fails: a wrong field or format), 7
-(another run holds the journal) fail at once: retrying would not change them.
+``--job support-triage`` names the job bundled with the package: the same
+argument works in the image and on a worker with the npm package.
+
+Exit codes (docs/scheduling.md, "Exit codes"): only the resumable ones,
+``RESUMABLE`` (3: endpoint down; 9: storage down; 10: input changed while read; 130/143: stopped by a
+signal), are retried, with exponential backoff. 6 (no input tonight) skips.
+1 (too many failed records), 2 (bad job or input), 5 (every record fails: a
+wrong field or format), 7 (another run holds the journal), 8 (lock lost) and
+70 (a bug) fail at once: retrying would not change them.
 Output paths are partitioned by ``{{ ds }}``, so each night starts fresh and a
 rerun of the same night resumes.
 
@@ -42,8 +46,10 @@ the missing file; mark them successful by hand once the report is checked.
 
 Not run by CI: these machines have neither Airflow nor Kubernetes.
 test/examples/schedulers.test.ts runs both forms' command lines as written
-(``run_args`` below, with the pod's and the worker's additions) against a
-local S3-compatible server and a local endpoint serving a generated model.
+(``run_args`` and ``gate_args`` below, with the pod's and the worker's
+additions), with temporary folders mounted at /airflow/xcom,
+/var/lib/typed-eval and /state, against a local S3-compatible server holding
+acme-support and a local endpoint (as BASE_URL) serving a generated model.
 """
 from __future__ import annotations
 
@@ -61,7 +67,7 @@ from airflow.providers.cncf.kubernetes.secret import Secret
 from kubernetes.client import models as k8s
 
 SHARDS = 4
-RESUMABLE = {3, 9, 130, 143}
+RESUMABLE = {3, 9, 10, 130, 143}
 NO_INPUT = 6
 GATE_FAILED = 4
 DRIFT_GATE = "team.psi>0.2,urgency.psi>0.2"
@@ -87,7 +93,7 @@ NIGHTLY = {
 def run_args(shard: int, ds: str) -> list[str]:
     return [
         "run", f"s3://acme-support/tickets/{ds}/",
-        "--job", "/app/jobs/support-triage.json",
+        "--job", "support-triage",
         "--shard", f"{shard}/{SHARDS}",
         "--output", f"s3://acme-support/answers/{ds}/part-{shard}.jsonl",
         "--base-url", BASE_URL,

@@ -48,3 +48,12 @@ export const EXIT = {
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/**
+ * The codes a scheduler retries: the run stopped with its journal intact, and
+ * the same command goes on where it stopped (an endpoint or a store that was
+ * down, a signal). Every other failing code needs a person, or new input,
+ * first. docs/scheduling.md's table, the Airflow DAG, the crontab and the
+ * Kubernetes Job's podFailurePolicy say the same (test/api/exit-codes.test.ts).
+ */
+export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([EXIT.aborted, EXIT.storage, EXIT.inputChanged, EXIT.interrupted, EXIT.terminated]);

@@ -7,8 +7,8 @@
  * throws on any other, so the schema stays the single source of truth.
  */
 import type { TSchema } from "@sinclair/typebox";
-import { kindOf } from "../questions/index.js";
-import { SystemOneRequest, SystemOneResponse, type ValidationErrorItem } from "./schema.js";
+import { findKind, isSpecType } from "../questions/index.js";
+import { evaluatorRequestSchema, SystemOneRequest, SystemOneResponse, type EvaluatorRequest, type ValidationErrorItem } from "./schema.js";
 
 export type Loc = (string | number)[];
 
@@ -308,7 +308,7 @@ function namedKeys(schema: Schema | undefined): string[] | undefined {
  * inside criteria whose keys the schema names (a noul's `true` and `false`),
  * and images or videos. Unknown top-level fields stay ignored.
  */
-export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
+export function strictProblems(body: EvaluatorRequest): ValidationErrorItem[] {
   const errors: ValidationErrorItem[] = [];
   const record = body as unknown as Record<string, unknown>;
   for (const key of MEDIA_KEYS) {
@@ -322,7 +322,7 @@ export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
     });
   }
   for (const [name, question] of Object.entries(body.questions)) {
-    const schema = kindOf(question).question as Schema;
+    const schema = findKind(question)?.question as Schema;
     const known = new Set(namedKeys(schema));
     for (const [key, value] of Object.entries(question)) {
       if (known.has(key)) continue;
@@ -351,7 +351,20 @@ export function strictProblems(body: SystemOneRequest): ValidationErrorItem[] {
 }
 
 export function validateRequest(body: unknown, checks: RequestChecks = {}): Validation<SystemOneRequest> {
-  const result = validateAgainst<SystemOneRequest>(SystemOneRequest, body, ["body"]);
+  return checkedRequest(SystemOneRequest, body, checks);
+}
+
+/**
+ * Validates a request an evaluator takes (a job file's questions): as
+ * `validateRequest`, but its questions may be of any registered type, those
+ * registered in process too. The server never takes these.
+ */
+export function validateEvaluatorRequest(body: unknown, checks: RequestChecks = {}): Validation<EvaluatorRequest> {
+  return checkedRequest(evaluatorRequestSchema(), body, checks);
+}
+
+function checkedRequest<T extends EvaluatorRequest>(schema: TSchema, body: unknown, checks: RequestChecks): Validation<T> {
+  const result = validateAgainst<T>(schema, body, ["body"]);
   if (result.ok) {
     const problems = checks.lenient ? [] : strictProblems(result.value);
     return problems.length > 0 ? { ok: false, errors: problems } : result;
@@ -366,6 +379,16 @@ export function validateRequest(body: unknown, checks: RequestChecks = {}): Vali
     }
   }
   return result;
+}
+
+/**
+ * What the wire cannot carry of the questions an evaluator takes: a question of
+ * a type registered in process (one line per question, empty when none).
+ */
+export function offWireQuestions(questions: EvaluatorRequest["questions"]): string[] {
+  return Object.entries(questions)
+    .filter(([, q]) => !isSpecType(q.type))
+    .map(([name, q]) => `question ${name} is a ${q.type} question, a type registered in this process, which the wire does not carry`);
 }
 
 /** Validates the shape of a response body (not its consistency with a request: see `consistency.ts`). */

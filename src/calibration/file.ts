@@ -8,6 +8,7 @@ import { InvocationError } from "../api/errors.js";
 import { readJsonFile } from "../api/json.js";
 import type { Question } from "../api/schema.js";
 import type { Method, QuestionCalibration } from "./maps.js";
+import { unitsOf } from "../questions/index.js";
 
 /** A calibration file or a calibration step that cannot be used: a bad input (exit 2). */
 export class CalibrationError extends InvocationError {
@@ -68,8 +69,9 @@ export function loadCalibration(path: string): CalibrationFile {
 }
 
 /**
- * Checks a calibration against a job's questions: every calibrated question
- * must exist with the same labels in the same order. Returns the maps by question.
+ * Checks a calibration against a job's questions: every calibrated unit (a
+ * question, or a part `<question>.<part>`) must exist with the same labels
+ * in the same order. Returns the maps by unit.
  */
 export function calibrationFor(
   file: CalibrationFile,
@@ -78,10 +80,10 @@ export function calibrationFor(
   labelsOf: (q: Question) => string[],
 ): Map<string, QuestionCalibration> {
   const out = new Map<string, QuestionCalibration>();
+  const units = unitsOf(questions);
   for (const [name, c] of Object.entries(file.questions)) {
-    const q = questions[name];
-    if (!q)
-      throw new CalibrationError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${Object.keys(questions).join(", ")}`);
+    const q = units.get(name)?.question;
+    if (!q) throw new CalibrationError(`${path} calibrates question "${name}", which the job does not ask; its questions: ${[...units.keys()].join(", ")}`);
     const labels = labelsOf(q);
     if (q.type !== c.type || labels.join("\u0000") !== c.labels.join("\u0000")) {
       throw new CalibrationError(

@@ -8,17 +8,22 @@ import { InvocationError } from "../api/errors.js";
 import type { Answer, Question } from "../api/schema.js";
 import { calibrateAnswers, type CalibrationMaps } from "./apply.js";
 import { CalibrationError, type FittedQuestion } from "./file.js";
+import { unitAnswers, unitsOf } from "../questions/index.js";
 import { answerDistribution, batchFlattens, meanDistribution, movement, priorMap, questionLabels, type Method, type QuestionCalibration } from "./maps.js";
 
-/** Accumulates mean raw distributions per question, for batch calibration. */
+/** Accumulates mean raw distributions per unit (a question, or a part of one), for batch calibration. */
 export class PriorEstimate {
   private readonly sums = new Map<string, number[]>();
   private n = 0;
-  constructor(private readonly questions: Record<string, Question>) {}
+  private readonly units: Map<string, Question>;
+  constructor(questions: Record<string, Question>) {
+    this.units = new Map([...unitsOf(questions)].map(([name, unit]) => [name, unit.question]));
+  }
   add(answers: Record<string, Answer>): void {
     this.n++;
-    for (const [name, q] of Object.entries(this.questions)) {
-      const a = answers[name];
+    const given = unitAnswers(answers);
+    for (const [name, q] of this.units) {
+      const a = given[name];
       if (!a) continue;
       const p = answerDistribution(q, a);
       const sum = this.sums.get(name) ?? new Array<number>(p.length).fill(0);
@@ -31,7 +36,7 @@ export class PriorEstimate {
     const out: CalibrationMaps = new Map();
     if (this.n === 0) return out;
     for (const [name, sum] of this.sums) {
-      const q = this.questions[name] as Question;
+      const q = this.units.get(name) as Question;
       out.set(
         name,
         priorMap(

@@ -2,13 +2,19 @@ import { setFlagsFromString } from "node:v8";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
-import { infoOf, type QuestionInfo } from "../quality/answers.js";
-import { assess, describeAssessment, failedConditions, joinGold, parseConditions } from "../quality/assess.js";
+import { type QuestionInfo, unitInfos } from "../quality/answers.js";
+import { type Assessment, describeAssessment, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
-import { assessmentHtml } from "../quality/report.js";
-import { describeSuspects, Suspects } from "../quality/suspects.js";
+import { displayPath } from "../quality/html.js";
+import { checkGate, measure } from "../quality/measure.js";
+import { qualityPage } from "../quality/pages.js";
+import { describeShifts } from "../quality/report.js";
+import { DEFAULT_SUSPECT_METHOD, describeSuspects, SUSPECT_METHODS, Suspects } from "../quality/suspects.js";
+import { describeVerdict } from "../quality/verdict.js";
+import { num } from "../quality/numbers.js";
 import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
+import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 
 /**
@@ -25,7 +31,7 @@ export function favourSize(): void {
 export function jobQuestions(path: string | undefined): { questions: QuestionInfo[] | undefined; idField: string | undefined } {
   if (!path) return { questions: undefined, idField: undefined };
   const job = loadJob(path);
-  return { questions: Object.entries(job.questions).map(([name, q]) => infoOf(name, q)), idField: job.id };
+  return { questions: unitInfos(job.questions), idField: job.id };
 }
 
 /** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
@@ -50,28 +56,46 @@ function withGoldOptions<T>(y: Argv<T>) {
 
 function withAssessOptions<T>(y: Argv<T>) {
   return withGoldOptions(y)
-    .option("json", { type: "boolean", default: false, describe: "print the assessment as JSON" })
+    .option("json", { type: "boolean", default: false, describe: "print the assessment and its verdict as JSON" })
     .option("html", { type: "string", describe: "write a self-contained HTML report here" })
-    .option("fail-if", { type: "string", describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,topic.macro_f1<0.8" (every metric: docs/metrics.md)' })
+    .option("compare", {
+      type: "string",
+      describe: "an earlier run's answers: drift (PSI, Jensen-Shannon, agreement) joins the verdict, and both runs' models are named",
+    })
+    .option("fail-if", {
+      type: "string",
+      describe: 'exit 4 when a condition holds, e.g. "urgent.ece>0.05,team.recall[\\"billing\\"]<0.6" (every metric: docs/metrics.md)',
+    })
     .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
     .option("suspects", {
       type: "string",
-      describe: "list the gold labels the answers most confidently contradict (confident learning); with a file (.csv or .jsonl), write them all there",
+      describe:
+        "list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (.csv or .jsonl), write them all there",
+    })
+    .option("suspects-method", {
+      choices: SUSPECT_METHODS,
+      describe: `how --suspects names rows (default ${DEFAULT_SUSPECT_METHOD}): confident-joint, its off-diagonal rows; noise-rate, prune by noise rate (more found, less precise; docs/quality.md)`,
     });
 }
 
 /** `typed-eval assess`: how right a run's labels are, against a hand-labeled sample. */
 export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOptions>> = {
   command: "assess <answers>",
-  describe: "Measure a run's answers against gold labels: accuracy, calibration, risk-coverage; gate on them",
+  describe: "Measure a run's answers against gold labels: a verdict per question, accuracy, calibration, rare classes, drift; gate on them",
   builder: withAssessOptions,
   handler: async (args) => {
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
+    checkGate(conditions, { gold: true, compare: args.compare !== undefined, command: "assess" });
     if (args.html) checkWritable(args.html, "--html");
     const { questions, idField } = jobQuestions(args.job);
-    const suspects = args.suspects !== undefined ? new Suspects() : undefined;
-    const a = await assess(args.answers, args.gold, {
+    if (args["suspects-method"] !== undefined && args.suspects === undefined)
+      throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
+    const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;
+    const measured = await measure({
+      answers: args.answers,
+      gold: args.gold,
+      compare: args.compare,
       questions,
       idField: args["id-field"],
       jobIdField: idField,
@@ -81,22 +105,34 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       bootstrap: args.bootstrap,
       suspects,
       job: args.job,
+      conditions,
     });
+    const a = measured.assessment as Assessment;
     if (suspects && args.suspects) {
       await suspects.write(args.suspects);
       a.suspects = suspects.summary();
     }
-    const failed = failedConditions(a, conditions);
-    if (args.html) writeFileAtomic(args.html, assessmentHtml(a), "--html");
+    const { verdict, report, gate, breaches: failed } = measured;
+    if (args.html) writeFileAtomic(args.html, qualityPage({ title: `Assessment: ${displayPath(a.answers)}`, verdict, assessment: a, report, gate }), "--html");
     process.stdout.write(
       args.json
-        ? `${JSON.stringify({ ...a, failed_conditions: failed.map((f) => ({ condition: f.condition.text, question: f.question, actual: f.actual })) }, null, 2)}\n`
-        : `${describeAssessment(a)}${a.suspects ? describeSuspects(a.suspects) : ""}\n`,
+        ? `${JSON.stringify(
+            {
+              ...a,
+              verdict,
+              ...(report?.compare ? { compare: report.compare } : {}),
+              ...(gate ? { gate } : {}),
+              failed_conditions: failed.map((f) => ({ condition: f.condition.text, question: f.question, actual: Number.isNaN(f.actual) ? null : f.actual })),
+            },
+            null,
+            2,
+          )}\n`
+        : `${describeVerdict(verdict)}\n\n${describeAssessment(a)}${a.suspects ? describeSuspects(a.suspects) : ""}${report?.compare ? `\n\n${describeShifts(report)}` : ""}\n`,
     );
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {
       throw new GateFailedError(
-        `quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : f.actual.toFixed(4)})`).join("; ")}`,
+        `quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : num(f.actual, 4)})`).join("; ")}`,
       );
     }
   },

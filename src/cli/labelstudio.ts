@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
-import { infoOf } from "../quality/answers.js";
+import { unitInfos } from "../quality/answers.js";
 import { requireInput } from "./input.js";
 import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
 import { writeFileAtomic } from "./files.js";
@@ -13,9 +13,13 @@ function withExportOptions<T>(y: Argv<T>) {
       demandOption: true,
       describe: "the review file a run wrote (<output>.review.jsonl, .csv or .parquet), or any answers file of the job",
     })
-    .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file of the run (questions, kept fields)" })
+    .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file of the run (questions, state, kept fields)" })
     .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the tasks (JSON, for Label Studio's import)" })
-    .option("config", { type: "string", describe: "also write the labeling config (XML) the tasks and predictions match" });
+    .option("config", { type: "string", describe: "also write the labeling config (XML) the tasks and predictions match" })
+    .option("input", {
+      type: "string",
+      describe: "the file the run read (default: the source each review row names), for the state the model read when the job does not keep it",
+    });
 }
 
 const exportCommand: CommandModule<object, ArgsOf<typeof withExportOptions>> = {
@@ -26,33 +30,35 @@ const exportCommand: CommandModule<object, ArgsOf<typeof withExportOptions>> = {
     const job = loadJob(args.job);
     // Everything is built before anything is written: a bad row leaves no file behind.
     const config = labelingConfig(job);
-    const tasks = await reviewTasks(args.review, job);
+    const tasks = await reviewTasks(args.review, job, { input: args.input });
     if (args.config) writeFileAtomic(args.config, config, "--config");
     writeFileAtomic(args.output, `${JSON.stringify(tasks, null, 1)}\n`, "--output");
     process.stderr.write(
-      `${tasks.length} task${tasks.length === 1 ? "" : "s"}: ${args.output}${args.config ? `; labeling config: ${args.config}` : ""}. Import both into a Label Studio project; label; export as JSON; then pass the export as --gold.\n`,
+      `${tasks.length} task${tasks.length === 1 ? "" : "s"}: ${args.output}${args.config ? `; labeling config: ${args.config}` : ""}. Import both into a Label Studio project; label; export as JSON, JSON-MIN or CSV; then pass the export as --gold.\n`,
     );
   },
 };
 
 function withImportOptions<T>(y: Argv<T>) {
   return y
-    .positional("export", { type: "string", demandOption: true, describe: "a Label Studio JSON export of the tasks, labelled" })
+    .positional("export", {
+      type: "string",
+      demandOption: true,
+      describe: "a Label Studio export of the tasks, labelled: JSON, JSON-MIN (.json) or CSV (.csv)",
+    })
     .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file (questions and their options)" })
     .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the gold labels (CSV: id and one column per question)" });
 }
 
 const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
   command: "import <export>",
-  describe: "Write a Label Studio JSON export as a gold CSV (assess, calibrate and thresholds also read the export directly as --gold)",
+  describe:
+    "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
     requireInput(args.export, "Label Studio export");
     const job = loadJob(args.job);
-    const gold = await readLabelStudioGold(
-      args.export,
-      Object.entries(job.questions).map(([name, q]) => infoOf(name, q)),
-    );
+    const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
     writeFileAtomic(args.output, goldCsv(gold), "--output");
     process.stderr.write(`${gold.lines.length} gold row${gold.lines.length === 1 ? "" : "s"}: ${args.output}\n`);
   },

@@ -19,6 +19,7 @@ import { ComposedUsage, exitWith } from "./boundary.js";
 import { quietThirdPartyNotices } from "./notices.js";
 import { checkEnvironment, env } from "../api/env.js";
 import { setStorageRetry } from "../records/s3.js";
+import { jobPath } from "../records/bundled-jobs.js";
 
 const COMMANDS = [
   runCommand,
@@ -61,6 +62,10 @@ export async function typedEval(argv: readonly string[]): Promise<void> {
   await yargs([...argv])
     .scriptName("typed-eval")
     .check(onceEach, true)
+    // `--job NAME`: a bundled job when no file NAME exists (records/bundled-jobs.ts), for every command that takes one.
+    .middleware((args) => {
+      if (typeof args["job"] === "string") args["job"] = args["j"] = jobPath(args["job"]);
+    })
     .usage("$0 <command> [options]\n\nTyped questions over a state, answered from a language model's next-token probabilities.")
     .command(COMMANDS as CommandModule[])
     .demandCommand(1, "Name a command; see the list above.")

@@ -22,6 +22,7 @@ import { UsageError } from "./exit.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
+import { bundledJobs } from "../records/bundled-jobs.js";
 
 /** Options shared by `run` and `estimate`, declared once: their types are `JobArgs`. */
 export function withJobOptions<T>(y: Argv<T>) {
@@ -32,7 +33,12 @@ export function withJobOptions<T>(y: Argv<T>) {
         demandOption: true,
         describe: "JSONL or CSV (optionally .gz) or Parquet: a path, - for stdin (not Parquet), s3://bucket/key or s3://bucket/prefix/",
       })
-      .option("job", { alias: "j", type: "string", demandOption: true, describe: "job file (questions, model, state and id fields)" })
+      .option("job", {
+        alias: "j",
+        type: "string",
+        demandOption: true,
+        describe: `job file (questions, model, state and id fields), or a bundled job's name when no such file exists: ${bundledJobs().join(", ")}`,
+      })
       .option("format", {
         choices: ["jsonl", "csv", "parquet"] as const,
         describe: "input format (default: from the extension, .csv, .parquet, else JSONL; under an S3 prefix, each key's own)",
@@ -127,6 +133,11 @@ function withRunOptions<T>(y: Argv<T>) {
         { default: `${STORAGE_RETRY_MS / 1000}s`, describe: "how long S3 may fail (5xx, resets, timeouts) before the run stops, resumable (exit 9)" },
       ),
     )
+    .option("unsafe-s3-lock", {
+      type: "boolean",
+      default: false,
+      describe: "take an S3 journal's lock on a store that ignores conditional writes: two runs started together may then both pay",
+    })
     .option("dry-run", { type: "boolean", default: false, describe: "estimate requests, tokens, cost and time without calling any model" })
     .option(
       "max-retries",
@@ -252,6 +263,7 @@ function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress:
     maxErrorRate: args["max-error-rate"],
     graceMs: args.grace * 1000,
     journalFlushMs: args["journal-flush"] * 1000,
+    unsafeS3Lock: args["unsafe-s3-lock"],
     stop: signals.stop.signal,
     stopNow: signals.now.signal,
     logger,

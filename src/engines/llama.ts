@@ -33,9 +33,11 @@ import {
   type LlamaModel,
   type Token as LlamaToken,
 } from "node-llama-cpp";
+import { format } from "node:util";
 import type { Engine, EngineStats, ScoreOptions, ScoreTask, Token } from "./engine.js";
 import { InvocationError } from "../api/errors.js";
 import { env, GPU_BACKENDS } from "../api/env.js";
+import { createLogger, type Logger } from "../logging/logger.js";
 
 /** Which llama.cpp backend to load: a GPU one by name, the best available ("auto", falling back to the CPU), or the CPU ("off"). */
 export const GPU_CHOICES = GPU_BACKENDS;
@@ -54,9 +56,49 @@ export async function probeBackend(gpu: GpuChoice): Promise<string> {
   return backend;
 }
 
+let nativeLogger: Logger | undefined;
+
+/**
+ * llama.cpp's own lines (`llama_model_load: error loading model ...`) and
+ * node-llama-cpp's notices (`A prebuilt binary was not found`) go to the
+ * debug log: a failure is told once, by the one line of the error the
+ * command ends with, never after a native preamble.
+ */
+function logNative(level: LlamaLogLevel | "notice", message: string): void {
+  nativeLogger ??= createLogger({ level: env("TYPED_EVAL_LOG_LEVEL") });
+  nativeLogger.debug({ llama: level }, message.trimEnd());
+}
+
+/** Runs `load` with node-llama-cpp's console notices (printed while it picks a binary, some whatever its options) sent to the debug log. */
+async function withNoticesLogged<T>(load: () => Promise<T>): Promise<T> {
+  const methods = ["log", "info", "warn", "error"] as const;
+  const saved = methods.map((m) => console[m]);
+  for (const [i, m] of methods.entries()) {
+    const original = saved[i] as (...args: unknown[]) => void;
+    console[m] = (...args: unknown[]) => {
+      if (typeof args[0] === "string" && args[0].includes("node-llama-cpp")) logNative("notice", format(...args));
+      else original(...args);
+    };
+  }
+  try {
+    return await load();
+  } finally {
+    for (const [i, m] of methods.entries()) console[m] = saved[i] as (typeof console)[typeof m];
+  }
+}
+
 async function loadLlama(gpu: GpuChoice, threads: number): Promise<Llama> {
   try {
-    return await getLlama({ gpu: gpu === "off" ? false : gpu, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error });
+    return await withNoticesLogged(() =>
+      getLlama({
+        gpu: gpu === "off" ? false : gpu,
+        build: "never",
+        maxThreads: threads,
+        logLevel: LlamaLogLevel.warn,
+        logger: logNative,
+        progressLogs: false,
+      }),
+    );
   } catch (error) {
     throw new BackendError(
       `--gpu ${gpu}: no ${gpu.toUpperCase()} build of llama.cpp can be loaded here (${(error as Error).name}: ${(error as Error).message.slice(0, 160)}). ` +
@@ -240,7 +282,15 @@ export class LlamaEngine implements Engine {
     const chunkTokens = options.chunkTokens ?? 512;
     const llama = await loadLlama(options.gpu ?? "auto", threads);
     // On a GPU backend every layer that fits is offloaded; on the CPU none.
-    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
+    let model: LlamaModel;
+    try {
+      model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: llama.gpu === false ? 0 : "auto" });
+    } catch (error) {
+      // llama.cpp's own lines about the failure come through the event loop, and can trail the rejection: let them reach the debug log first.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await llama.dispose().catch(() => undefined);
+      throw error;
+    }
     const trained = model.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(trained, 8192);
     const context = await model.createContext({

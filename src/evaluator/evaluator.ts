@@ -3,7 +3,7 @@
  * runner and the server never know whether the answers come from an embedded
  * model or a remote endpoint.
  */
-import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import type { EvaluatorRequest, EvaluatorResponse, ModelMetadata } from "../api/schema.js";
 
 export interface EvaluateOptions {
   signal?: AbortSignal;
@@ -21,7 +21,7 @@ export interface EvaluateOptions {
 
 /** A response plus what the wire format has no field for. */
 export interface Evaluation {
-  response: SystemOneResponse;
+  response: EvaluatorResponse;
   /** Per question: the share of the next-token distribution that fell on its labels (local models only). */
   labelMass?: Record<string, number>;
 }
@@ -32,11 +32,11 @@ export interface Evaluator {
    * local model (its tokenizer), estimated for a remote one. Throws the 422s a
    * request over the token limits would get.
    */
-  estimateInputTokens(request: SystemOneRequest): number;
+  estimateInputTokens(request: EvaluatorRequest): number;
   /** Whether `estimateInputTokens` is exact for a model (its own tokenizer) or an approximation (a remote endpoint). */
   exactTokenCounts(model: string): boolean;
   /** Answers every question of a valid request; throws a `TypedEvalError` for anything else. */
-  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation>;
+  evaluate(request: EvaluatorRequest, options?: EvaluateOptions): Promise<Evaluation>;
   /**
    * What stands behind a model name: a string that changes whenever the
    * answers could (other weights, template, temperature, endpoint). A resumed
@@ -54,16 +54,16 @@ export interface Evaluator {
    * render prompts themselves (embedded models) have it; a remote endpoint
    * renders its own.
    */
-  promptText?(request: SystemOneRequest): string;
+  promptText?(request: EvaluatorRequest): string;
   /**
    * A fingerprint of how the evaluator renders requests with these questions
-   * into what the model reads (system text, the state's framing, each
-   * question's block and labels), for evaluators that render prompts
-   * themselves: a release that rewords any of it changes the fingerprint, and
-   * a resumed run asks again what the old wording answered. A remote
-   * endpoint's identity already covers its rendering.
+   * into what the model reads (system text, which holds the hints of the
+   * types asked, the state's framing, each unit's block and labels), for
+   * evaluators that render prompts themselves: a release that rewords any of
+   * it changes the fingerprint, and a resumed run asks again what the old
+   * wording answered. A remote endpoint's identity already covers its rendering.
    */
-  promptFingerprint?(model: string, questions: SystemOneRequest["questions"]): string;
+  promptFingerprint?(model: string, questions: EvaluatorRequest["questions"]): string;
   /** USD per million input tokens of a model, when the evaluator knows it (embedded models); else the caller's default. */
   pricePerMillion?(model: string): number | undefined;
   /** The names this evaluator accepts in `model`, for listings. */
@@ -79,4 +79,38 @@ export interface ModelSet extends Evaluator {
   lookup(name: string): Evaluator | undefined;
   /** The evaluator a name selects; a 422 naming the valid names when none. */
   route(model: string): Evaluator;
+}
+
+/**
+ * An identity (see `Evaluator.identity`) as a person would name it: "local
+ * file model.gguf (120 MB), chatml", "local, sha256 67c4f157…, chatml",
+ * "remote https://host/v1/systemone, model jev-latest". Anything else is
+ * returned as it is.
+ */
+export function describeIdentity(identity: string): string {
+  let parts: unknown;
+  try {
+    parts = JSON.parse(identity);
+  } catch {
+    return identity;
+  }
+  if (!Array.isArray(parts)) return identity;
+  const [where, ...rest] = parts as unknown[];
+  if (where === "remote") return `remote ${String(rest[0])}, model ${String(rest[1])}`;
+  if (where !== "local") return identity;
+  const [, weights, template, temperature] = rest;
+  const w = typeof weights === "string" ? weights : "";
+  const out = ["local"];
+  if (w.startsWith("sha256:")) out.push(`sha256 ${w.slice(7, 15)}…`);
+  else if (w.startsWith("file:")) {
+    // file:<real path>:<size>:<mtime>; the path may hold colons itself.
+    const fields = w.slice(5).split(":");
+    const path = fields.slice(0, -2).join(":");
+    const size = Number(fields[fields.length - 2]);
+    out[0] = `local file ${path.split(/[\\/]/).pop() ?? path}`;
+    if (Number.isFinite(size)) out.push(size >= 1e6 ? `${(size / 1e6).toFixed(size >= 1e8 ? 0 : 1)} MB` : `${Math.round(size / 1e3)} kB`);
+  }
+  if (typeof template === "string" && template) out.push(template);
+  if (typeof temperature === "number" && temperature !== 1) out.push(`temperature ${temperature}`);
+  return out.join(", ");
 }

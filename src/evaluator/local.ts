@@ -5,12 +5,12 @@
 import { createHash } from "node:crypto";
 import { UnprocessableEntityError } from "../api/errors.js";
 import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.js";
-import type { Answer, ModelMetadata, Question, SystemOneRequest, Usage, ValidationErrorItem } from "../api/schema.js";
+import type { Answer, EvaluatorRequest, ModelMetadata, Question, Usage, ValidationErrorItem } from "../api/schema.js";
 import type { Engine, ScoreTask, Token } from "../engines/engine.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
-import { renderPrefix, renderQuestion, renderState, renderSystem, type ChatTemplate, type Segment } from "./prompt.js";
+import { renderPrefix, renderQuestion, renderState, renderSystem, systemText, type ChatTemplate, type Segment } from "./prompt.js";
 import { labelDistribution, labelMass } from "./readout.js";
-import { kindOf } from "../questions/index.js";
+import { joinUnits, kindOf, unitsOf } from "../questions/index.js";
 
 export interface LocalModelConfig {
   /** Versioned id returned as the response `model`. */
@@ -29,8 +29,9 @@ export interface LocalModelConfig {
 /** A request turned into tokens: what the engine evaluates and what it will cost. */
 export interface PreparedRequest {
   prefix: Token[];
-  /** Leading tokens of `prefix` every request shares (the system text). */
+  /** Leading tokens of `prefix` every request asking the same types shares (the system text). */
   shared: number;
+  /** The units asked (each question of a distribution type, each part of one with parts), and their questions. */
   names: string[];
   questions: Question[];
   tasks: ScoreTask[];
@@ -41,17 +42,29 @@ const thousands = (n: number) => n.toLocaleString("en-US");
 
 export class LocalEvaluator implements Evaluator {
   private readonly terminator: Token[];
-  /** The system text's tokens: the same for every request, so tokenized once. */
-  private readonly head: Token[];
+  /** The system text's tokens per text (one per set of types asked: a job has one), so each is tokenized once. */
+  private readonly heads = new Map<string, Token[]>();
   /** Requests already tokenized (by `estimateInputTokens`), so `evaluate` does not tokenize twice. */
-  private readonly prepared = new WeakMap<SystemOneRequest, PreparedRequest>();
+  private readonly prepared = new WeakMap<EvaluatorRequest, PreparedRequest>();
 
   constructor(
     private readonly engine: Engine,
     private readonly config: LocalModelConfig,
   ) {
     this.terminator = engine.tokenize(config.template.endOfTurn, true);
-    this.head = this.tokens(renderSystem(config.template));
+  }
+
+  /** The system text's tokens for a request's questions. */
+  private head(questions: EvaluatorRequest["questions"]): Token[] {
+    const text = systemText(questions);
+    let tokens = this.heads.get(text);
+    if (!tokens) {
+      tokens = this.tokens(renderSystem(this.config.template, questions));
+      // A server sees few sets of types; a bound keeps a stream of odd requests from growing this without end.
+      if (this.heads.size >= 64) this.heads.clear();
+      this.heads.set(text, tokens);
+    }
+    return tokens;
   }
 
   models(): ModelMetadata[] {
@@ -87,11 +100,11 @@ export class LocalEvaluator implements Evaluator {
     return single ? sequences : sequences.map((s) => [...s, ...this.terminator]);
   }
 
-  promptText(request: SystemOneRequest): string {
+  promptText(request: EvaluatorRequest): string {
     const text = (segments: readonly Segment[]) => segments.map((s) => s.text).join("");
-    const prefix = renderPrefix(this.config.template, request.state);
+    const prefix = renderPrefix(this.config.template, request.state, request.questions);
     const parts = [`=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`, text(prefix)];
-    for (const [name, question] of Object.entries(request.questions)) {
+    for (const [name, { question }] of unitsOf(request.questions)) {
       const rendered = renderQuestion(this.config.template, question);
       parts.push(
         `=== question "${name}": ${this.tokens(rendered.suffix).length} tokens; the answer is read at the end, over the labels ${rendered.labels.join(", ")} ===`,
@@ -101,12 +114,13 @@ export class LocalEvaluator implements Evaluator {
     return `${parts.join("\n")}\n`;
   }
 
-  promptFingerprint(_model: string, questions: SystemOneRequest["questions"]): string {
+  promptFingerprint(_model: string, questions: EvaluatorRequest["questions"]): string {
     const text = (segments: readonly Segment[]) => segments.map((s) => `${s.control ? "C" : "T"}${s.text}`).join("\u0000");
-    const hash = createHash("sha256").update(text(renderSystem(this.config.template)));
+    // The system text holds the hints of the types asked, so it is rendered for these questions.
+    const hash = createHash("sha256").update(text(renderSystem(this.config.template, questions)));
     // The state's framing, by two probes: text and structured data.
     hash.update(text(renderState("probe"))).update(text(renderState({ probe: [1, "x"] })));
-    for (const question of Object.values(questions)) {
+    for (const { question } of unitsOf(questions).values()) {
       const rendered = renderQuestion(this.config.template, question);
       hash.update(text(rendered.suffix)).update(JSON.stringify(rendered.labels));
     }
@@ -117,17 +131,19 @@ export class LocalEvaluator implements Evaluator {
     return true;
   }
 
-  estimateInputTokens(request: SystemOneRequest): number {
+  estimateInputTokens(request: EvaluatorRequest): number {
     const prepared = this.prepare(request);
     this.prepared.set(request, prepared);
     return prepared.usage.input_tokens;
   }
 
   /** Tokenizes a request and checks it against the token limits; no model evaluation. */
-  prepare(request: SystemOneRequest): PreparedRequest {
-    const prefix = [...this.head, ...this.tokens(renderState(request.state))];
-    const names = Object.keys(request.questions);
-    const questions = names.map((name) => request.questions[name] as Question);
+  prepare(request: EvaluatorRequest): PreparedRequest {
+    const head = this.head(request.questions);
+    const prefix = [...head, ...this.tokens(renderState(request.state))];
+    const units = [...unitsOf(request.questions)];
+    const names = units.map(([name]) => name);
+    const questions = units.map(([, unit]) => unit.question);
     const tasks = questions.map((question) => {
       const rendered = renderQuestion(this.config.template, question);
       return { suffix: this.tokens(rendered.suffix), labels: this.labelTokens(rendered.labels) };
@@ -135,7 +151,7 @@ export class LocalEvaluator implements Evaluator {
     const suffixTokens = tasks.reduce((sum, t) => sum + t.suffix.length, 0);
     const positions = tasks.reduce((sum, t) => sum + positionsToRead(t.labels), 0);
     this.checkLimits(prefix.length, names, tasks);
-    return { prefix, shared: this.head.length, names, questions, tasks, usage: { input_tokens: prefix.length + suffixTokens, output_tokens: positions } };
+    return { prefix, shared: head.length, names, questions, tasks, usage: { input_tokens: prefix.length + suffixTokens, output_tokens: positions } };
   }
 
   private checkLimits(prefixLength: number, names: readonly string[], tasks: readonly ScoreTask[]): void {
@@ -173,24 +189,25 @@ export class LocalEvaluator implements Evaluator {
     if (errors.length > 0) throw new UnprocessableEntityError(errors);
   }
 
-  async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+  async evaluate(request: EvaluatorRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
     const prepared = this.prepared.get(request) ?? this.prepare(request);
     this.prepared.delete(request);
     const signal = options.signal;
     const results = await this.engine.score(prepared.prefix, prepared.tasks, { shared: prepared.shared, ...(signal ? { signal } : {}) });
-    const answers: [string, Answer][] = [];
+    const units: [string, Answer][] = [];
     const masses: [string, number][] = [];
     prepared.questions.forEach((question, i) => {
       const name = prepared.names[i] as string;
       const logprobs = results[i] as number[];
       const p = labelDistribution(logprobs, this.config.temperature);
-      answers.push([name, kindOf(question).readout(question, p)]);
+      units.push([name, kindOf(question).readout(question, p)]);
       masses.push([name, labelMass(logprobs)]);
     });
     return {
       response: {
         model: this.config.id,
-        answers: Object.fromEntries(answers),
+        // A question with parts answers with its parts' answers joined.
+        answers: joinUnits(request.questions, Object.fromEntries(units)),
         usage: prepared.usage,
       },
       labelMass: Object.fromEntries(masses),

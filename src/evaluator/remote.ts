@@ -6,11 +6,11 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { describeIssues, errorFromResponse, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { describeIssues, errorFromResponse, InvocationError, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, sleep, type HeaderSource, type RetryPolicy } from "../api/retry.js";
-import type { ModelMetadata, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
+import type { ModelMetadata, EvaluatorRequest, SystemOneResponse } from "../api/schema.js";
 import { responseViolations } from "../api/consistency.js";
-import { validateResponseShape } from "../api/validate.js";
+import { offWireQuestions, validateResponseShape } from "../api/validate.js";
 import { isRetryableStatus } from "../api/errors.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
 
@@ -27,6 +27,8 @@ export interface RemoteOptions {
   metadata?: ModelMetadata[];
   /** Characters per token of the documented estimate (see `estimateInputTokens`). Default 4. */
   charsPerToken?: number;
+  /** The budget response bodies share (default: one of 16 MiB for this evaluator); several evaluators may share one. */
+  bodies?: BodyBudget;
   /** For tests: waiting and jitter. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   random?: () => number;
@@ -44,6 +46,8 @@ interface Reply {
   status: number;
   headers: HeaderSource;
   text: string;
+  /** Gives the body's bytes back to the budget: call once the text is parsed. */
+  release(): void;
 }
 
 function headerSource(headers: IncomingHttpHeaders): HeaderSource {
@@ -55,37 +59,217 @@ function headerSource(headers: IncomingHttpHeaders): HeaderSource {
   };
 }
 
-/** No valid answer comes near this (255 options x many questions is well under 4 MiB); anything larger is refused unread. */
+/** No valid answer comes near this (255 options x many questions is well under 4 MiB); anything larger is refused. */
 const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Response bodies an evaluator holds at once, all requests together (the one
+ * holding the most may still grow to the cap, so one can always finish).
+ */
+export const BODY_BUDGET_BYTES = 16 * 1024 * 1024;
+
+/** What one read of a socket may bring: the room a response needs to be let read. */
+const CHUNK_BYTES = 64 * 1024;
 
 /** Connection errors that mean nothing is listening or the host is unknown: the endpoint is down, whatever the request. */
 const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
 
 /**
+ * One budget for the bytes of response bodies an evaluator holds at once,
+ * across all its requests in flight (a body is held until it is parsed). Past
+ * the budget, a response's socket is paused until bytes are given back,
+ * except the response holding the most, so one can always finish (or reach
+ * the cap and be refused). Peak body memory is then about the budget plus one
+ * capped response, whatever the concurrency: 32 responses of 40 MB each held
+ * up to 32 MiB at once before.
+ */
+export class BodyBudget {
+  private held = 0;
+  private top = 0;
+  private readonly holds = new Set<BodyHold>();
+  private readonly paused = new Set<BodyHold>();
+
+  constructor(readonly limit: number) {}
+
+  /**
+   * A new response's share, resumed by `resume` when it was paused and may
+   * read again. `admitted` is false when the budget is spent: the response is
+   * paused before it reads.
+   */
+  open(resume: () => void): { hold: BodyHold; admitted: boolean } {
+    const hold = new BodyHold(this, resume);
+    this.holds.add(hold);
+    if (this.held + CHUNK_BYTES <= this.limit) {
+      this.admit(hold);
+      return { hold, admitted: true };
+    }
+    this.paused.add(hold);
+    return { hold, admitted: false };
+  }
+
+  /** Lets a response read: a first read's worth is counted before it arrives, so many responses starting at once cannot pass the budget. */
+  private admit(hold: BodyHold): void {
+    if (hold.reserved > 0 || hold.bytes > 0) return;
+    hold.reserved = CHUNK_BYTES;
+    this.held += CHUNK_BYTES;
+  }
+
+  /** Bytes held now, across every response. */
+  get bytes(): number {
+    return this.held;
+  }
+
+  /** The most bytes held at once so far. */
+  get peak(): number {
+    return this.top;
+  }
+
+  /** @internal Counts bytes a response received; false when it must pause until bytes are given back. */
+  grow(hold: BodyHold, n: number): boolean {
+    const fromReserve = Math.min(hold.reserved, n);
+    hold.reserved -= fromReserve;
+    this.held += n - fromReserve;
+    this.top = Math.max(this.top, this.held);
+    if (this.held <= this.limit || this.largest(hold)) return true;
+    this.paused.add(hold);
+    return false;
+  }
+
+  /**
+   * @internal Gives a response's bytes back and resumes paused responses,
+   * largest first, as far as the budget has room for a read each (the
+   * largest always: it must be able to finish).
+   */
+  give(hold: BodyHold, n: number): void {
+    this.held -= n + hold.reserved;
+    hold.reserved = 0;
+    this.holds.delete(hold);
+    this.paused.delete(hold);
+    for (const waiting of [...this.paused].sort((a, b) => b.bytes - a.bytes)) {
+      if (this.held + CHUNK_BYTES > this.limit && !this.largest(waiting)) break;
+      this.paused.delete(waiting);
+      this.admit(waiting);
+      waiting.resume();
+    }
+  }
+
+  private largest(hold: BodyHold): boolean {
+    for (const other of this.holds) if (other.bytes > hold.bytes) return false;
+    return true;
+  }
+}
+
+/** One response's bytes in a `BodyBudget`. */
+export class BodyHold {
+  bytes = 0;
+  /** Counted in the budget ahead of this response's first read (see `BodyBudget.admit`). */
+  reserved = 0;
+  private released = false;
+
+  constructor(
+    private readonly budget: BodyBudget,
+    readonly resume: () => void,
+  ) {}
+
+  /** Counts `n` more bytes; false when the response must pause until resumed. */
+  add(n: number): boolean {
+    this.bytes += n;
+    return this.budget.grow(this, n);
+  }
+
+  /** Gives the bytes back (once; later calls do nothing). */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.budget.give(this, this.bytes);
+  }
+}
+
+/** An attempt's time limit, whose clock stops while the attempt waits on this client (a paused response). */
+class AttemptTimer {
+  private left: number;
+  private since = performance.now();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    limitMs: number,
+    private readonly onTimeout: () => void,
+  ) {
+    this.left = limitMs;
+    this.timer = setTimeout(onTimeout, limitMs);
+  }
+
+  pause(): void {
+    if (!this.timer) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.left -= performance.now() - this.since;
+  }
+
+  resume(): void {
+    if (this.timer || this.left === Number.NEGATIVE_INFINITY) return;
+    this.since = performance.now();
+    this.timer = setTimeout(this.onTimeout, Math.max(0, this.left));
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.left = Number.NEGATIVE_INFINITY;
+  }
+}
+
+/**
  * One POST over node:http(s) with a keep-alive agent. (undici `fetch` measured
  * 3-4 ms slower a request on loopback, and allocates web streams per call.)
+ * The body's bytes count against `budget` until the reply is released; a body
+ * over the cap is refused, unread when its length is declared.
  */
-function post(url: URL, agent: HttpAgent, headers: Record<string, string>, body: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<Reply> {
+function post(
+  url: URL,
+  agent: HttpAgent,
+  headers: Record<string, string>,
+  body: string,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  budget: BodyBudget,
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    let hold: BodyHold | undefined;
+    const tooLarge = () => req.destroy(new Error(`response larger than ${MAX_RESPONSE_BYTES} bytes`));
+    const timer = new AttemptTimer(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     const req = send(url, { method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
+      if (Number(res.headers["content-length"]) > MAX_RESPONSE_BYTES) return tooLarge();
       const chunks: Buffer[] = [];
-      let size = 0;
-      res.on("data", (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_RESPONSE_BYTES) return void req.destroy(new Error(`response larger than ${MAX_RESPONSE_BYTES} bytes`));
-        chunks.push(c);
+      // Waiting for the budget is this client's doing, not the endpoint's: the attempt's clock stops meanwhile.
+      const { hold: held, admitted } = budget.open(() => {
+        timer.resume();
+        res.resume();
       });
+      hold = held;
+      const pause = () => {
+        timer.pause();
+        res.pause();
+      };
+      res.on("data", (c: Buffer) => {
+        chunks.push(c);
+        if (!held.add(c.length)) pause();
+        if (held.bytes > MAX_RESPONSE_BYTES) tooLarge();
+      });
+      if (!admitted) pause();
       res.on("end", () => {
-        clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, headers: headerSource(res.headers), text: Buffer.concat(chunks).toString("utf8") });
+        timer.stop();
+        const text = Buffer.concat(chunks).toString("utf8");
+        chunks.length = 0;
+        resolve({ status: res.statusCode ?? 0, headers: headerSource(res.headers), text, release: () => held.release() });
       });
       res.on("error", fail);
     });
-    const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     function fail(error: Error) {
-      clearTimeout(timer);
+      timer.stop();
       signal?.removeEventListener("abort", onAbort);
+      hold?.release();
       reject(error);
     }
     const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
@@ -101,8 +285,11 @@ export class RemoteEvaluator implements Evaluator {
   private readonly endpoint: string;
   private readonly url: URL;
   private readonly agent: HttpAgent;
+  /** Response bodies held at once, across every request of this evaluator. */
+  private readonly bodies: BodyBudget;
 
   constructor(private readonly options: RemoteOptions) {
+    this.bodies = options.bodies ?? new BodyBudget(BODY_BUDGET_BYTES);
     this.policy = { ...DEFAULT_RETRY, ...options.retry };
     this.endpoint = `${options.baseUrl.replace(/\/+$/, "")}/v1/systemone`;
     this.url = new URL(this.endpoint);
@@ -128,12 +315,12 @@ export class RemoteEvaluator implements Evaluator {
     return false;
   }
 
-  estimateInputTokens(request: SystemOneRequest): number {
+  estimateInputTokens(request: EvaluatorRequest): number {
     const chars = JSON.stringify(request.state).length + JSON.stringify(request.questions).length;
     return Math.ceil(chars / (this.options.charsPerToken ?? 4));
   }
 
-  private async attempt(request: SystemOneRequest, retryCount: number, options: EvaluateOptions): Promise<Attempt> {
+  private async attempt(request: EvaluatorRequest, retryCount: number, options: EvaluateOptions): Promise<Attempt> {
     const { signal } = options;
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": USER_AGENT };
     if (this.options.apiKey) headers["authorization"] = `Bearer ${this.options.apiKey}`;
@@ -141,7 +328,7 @@ export class RemoteEvaluator implements Evaluator {
     const body = JSON.stringify({ ...request, model: this.options.model ?? request.model });
     let res: Reply;
     try {
-      res = await post(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS, signal);
+      res = await post(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS, signal, this.bodies);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const code = (error as NodeJS.ErrnoException).code;
@@ -154,6 +341,8 @@ export class RemoteEvaluator implements Evaluator {
       json = res.text ? JSON.parse(res.text) : undefined;
     } catch {
       json = res.text;
+    } finally {
+      res.release();
     }
     if (res.status < 200 || res.status > 299) {
       const error = errorFromResponse(res.status, json, serverDelayMs(res.headers));
@@ -168,7 +357,8 @@ export class RemoteEvaluator implements Evaluator {
     return { ok: true, response: shape.value };
   }
 
-  async evaluate(request: SystemOneRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+  async evaluate(request: EvaluatorRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
+    refuseOffWire(request.questions, this.endpoint);
     const wait = this.options.sleep ?? sleep;
     const first = options.retryCount ?? 0;
     for (let attempt = 0; ; attempt++) {
@@ -182,4 +372,11 @@ export class RemoteEvaluator implements Evaluator {
   async close(): Promise<void> {
     this.agent.destroy();
   }
+}
+
+/** A question the wire cannot carry is refused before anything is sent: only the embedded model asks types registered in process. */
+export function refuseOffWire(questions: EvaluatorRequest["questions"], endpoint: string): void {
+  const problems = offWireQuestions(questions);
+  if (problems.length > 0)
+    throw new InvocationError(`${endpoint} takes the spec's question types only: ${problems.join("; ")}; ask it with the embedded model`);
 }

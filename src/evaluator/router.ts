@@ -1,6 +1,6 @@
 /** Routes each request to the evaluator of the model it names; unknown names are a 422 listing the valid ones. */
 import { InvocationError, UnprocessableEntityError } from "../api/errors.js";
-import type { ModelMetadata, SystemOneRequest } from "../api/schema.js";
+import type { ModelMetadata, EvaluatorRequest } from "../api/schema.js";
 import type { EvaluateOptions, Evaluation, Evaluator, ModelSet } from "./evaluator.js";
 
 export interface Route {
@@ -91,13 +91,13 @@ export class ModelRouter implements ModelSet {
     return this.route(model).versionedId?.(model);
   }
 
-  promptText(request: SystemOneRequest): string {
+  promptText(request: EvaluatorRequest): string {
     const evaluator = this.route(request.model);
     if (!evaluator.promptText) throw new PromptUnavailableError(request.model);
     return evaluator.promptText(request);
   }
 
-  promptFingerprint(model: string, questions: SystemOneRequest["questions"]): string {
+  promptFingerprint(model: string, questions: EvaluatorRequest["questions"]): string {
     return this.route(model).promptFingerprint?.(model, questions) ?? "";
   }
 
@@ -109,11 +109,11 @@ export class ModelRouter implements ModelSet {
     return this.route(model).exactTokenCounts(model);
   }
 
-  estimateInputTokens(request: SystemOneRequest): number {
+  estimateInputTokens(request: EvaluatorRequest): number {
     return this.route(request.model).estimateInputTokens(request);
   }
 
-  evaluate(request: SystemOneRequest, options?: EvaluateOptions): Promise<Evaluation> {
+  evaluate(request: EvaluatorRequest, options?: EvaluateOptions): Promise<Evaluation> {
     return this.route(request.model).evaluate(request, options);
   }
 

@@ -5,7 +5,7 @@
  * report) works on these, so it is the same for the embedded model and for
  * any remote endpoint.
  */
-import { findKind, kindOf, QUESTION_KINDS, type AnyKind, type ProbabilityField, type QuestionInfo } from "../questions/index.js";
+import { distributionKinds, findKind, kindOf, unitAnswers, type AnyDistributionKind, type ProbabilityField, type QuestionInfo } from "../questions/index.js";
 import { isObject } from "../questions/kind.js";
 import { formatOf, openLocalSource, type InputFormat } from "../records/sources.js";
 import { openS3Source } from "../records/s3-source.js";
@@ -15,14 +15,14 @@ import { StorageError, SourceError } from "../api/verdict.js";
 import { InvocationError } from "../api/errors.js";
 import { valueAt } from "../records/source.js";
 
-export { infoOf, type QuestionInfo } from "../questions/index.js";
+export { infoOf, unitInfos, type QuestionInfo } from "../questions/index.js";
 
 /** Labels as people read them: no/yes for a noul, level texts for a score when known. */
 export function displayLabels(q: { type: QuestionInfo["type"]; labels: string[]; levels?: unknown[] | undefined }): string[] {
   return kindOf(q).displayLabels(q);
 }
 
-/** One answered row: per question its distribution in label order, and the raw one when the run calibrated. */
+/** One answered row: per unit (a question, or a part of one with parts) its distribution in label order, and the raw one when the run calibrated. */
 export interface AnswerRow {
   id: string;
   line: number;
@@ -41,28 +41,31 @@ export class QualityInputError extends InvocationError {
 
 type Record_ = Record<string, unknown>;
 
-/** A question's main column in a flat answers file is named after its type. */
-const MAIN_COLUMN = new RegExp(`^(.*)\\.(${QUESTION_KINDS.map((k) => k.type).join("|")})$`);
+/** A unit's main column in a flat answers file is named after its type. */
+const mainColumn = () => new RegExp(`^(.*)\\.(${distributionTypes().join("|")})$`);
+const distributionTypes = () => distributionKinds().map((k) => k.type);
 
-/** Questions named by the first JSONL answers row. */
+/** Units named by the first JSONL answers row (a question with parts names its parts). */
 function discoverJsonl(row: Record_): QuestionInfo[] {
   const answers = row["answers"];
   if (!isObject(answers)) return [];
+  const known = Object.fromEntries(Object.entries(answers).filter(([, a]) => isObject(a) && findKind(String(a["type"]))));
   const out: QuestionInfo[] = [];
-  for (const [name, a] of Object.entries(answers)) {
-    if (!isObject(a)) continue;
-    const kind = findKind(String(a["type"]));
-    const found = kind?.discoverJson(a);
-    if (kind && found) out.push({ name, type: kind.type, ...found });
+  for (const [name, a] of Object.entries(unitAnswers(known as Record<string, { type: string }>))) {
+    const kind = findKind(a);
+    if (!kind || kind.parts) continue;
+    const found = kind.discoverJson(a);
+    if (found) out.push({ name, type: kind.type, ...found });
   }
   return out;
 }
 
-/** Questions named by the columns of a CSV or Parquet answers file: `<q>.<type>` (the type's main column), then whatever its type reads. */
+/** Units named by the columns of a CSV or Parquet answers file: `<unit>.<type>` (the type's main column), then whatever its type reads. */
 function discoverColumns(columns: string[]): QuestionInfo[] {
   const out: QuestionInfo[] = [];
+  const main = mainColumn();
   for (const column of columns) {
-    const m = MAIN_COLUMN.exec(column);
+    const m = main.exec(column);
     if (!m) continue;
     const [, name, type] = m as unknown as [string, string, string];
     const kind = kindOf(type);
@@ -82,7 +85,7 @@ function probability(v: unknown, where: string, what = ""): number {
 
 /** How a question's answers are read: its type, and the probabilities its distribution is made of (once per question, not per row). */
 interface Reading {
-  kind: AnyKind;
+  kind: AnyDistributionKind;
   fields: ProbabilityField[];
   /** Flat column names of the fields, and of the raw answer's fields; how an error names each. */
   columns: string[];
@@ -126,7 +129,7 @@ function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unk
  * a mistake in a flag such as --gold or --compare. A store that stays down
  * past its retries is a `StorageError` (exit 9: rerun once it is back).
  */
-async function openFile(path: string, format: InputFormat, what: string, primary: boolean): Promise<Source> {
+export async function openFile(path: string, format: InputFormat, what: string, primary: boolean): Promise<Source> {
   try {
     return isS3(path) ? await openS3Source(path, format) : openLocalSource(path, format);
   } catch (error) {
@@ -164,7 +167,7 @@ export async function readAnswers(
           questions = format !== "jsonl" ? discoverColumns(Object.keys(record)) : discoverJsonl(record);
           if (questions.length === 0)
             throw new QualityInputError(
-              `${path} holds no answers typed-eval wrote (no answers object or <question>.${QUESTION_KINDS.map((k) => k.type).join("/.")} columns)`,
+              `${path} holds no answers typed-eval wrote (no answers object or <question>.${distributionTypes().join("/.")} columns)`,
             );
         }
         notify?.(questions);
@@ -193,8 +196,10 @@ export async function readAnswers(
             }
           }
         } else {
-          const answers = isObject(record["answers"]) ? record["answers"] : undefined;
-          if (!answers) throw new QualityInputError(`${where}: no answers object; is this an answers file typed-eval wrote?`);
+          const asked = isObject(record["answers"]) ? record["answers"] : undefined;
+          if (!asked) throw new QualityInputError(`${where}: no answers object; is this an answers file typed-eval wrote?`);
+          // A question with parts is read as its parts, each its own unit (`<question>.<part>`).
+          const answers = unitAnswers(asked as Record<string, { type: string }>) as Record_;
           const raw = isObject(record["raw"]) ? record["raw"] : undefined;
           for (const q of questions) {
             const a = answers[q.name];

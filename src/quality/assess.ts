@@ -17,7 +17,9 @@ import {
   type RiskCoverage,
 } from "./metrics.js";
 import {
-  gateName,
+  appliesTo,
+  CLASS_METRICS,
+  classFigures,
   isWeighted,
   METRIC_TABLE,
   metricsOf,
@@ -25,16 +27,18 @@ import {
   preparationsOf,
   questionData,
   weightedValues,
+  type ClassFigures,
   type Metric,
   type Whole,
 } from "./metric-table.js";
-import { QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
+import { displayLabels, QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
 import { keyedWeights, keyOrder } from "./resample.js";
-import { breaches, type Breach, type Condition } from "./gate.js";
 import { fillLevels, provenanceOf, readUsage, type Provenance } from "./provenance.js";
-import { plural, rangeText } from "./html.js";
+import { rangeText } from "./html.js";
+import { num, plural } from "./numbers.js";
+import { failedRows } from "./report.js";
 
 export { parseConditions, type Condition } from "./gate.js";
 
@@ -62,6 +66,10 @@ export interface QuestionAssessment {
   /** Gold label shares and predicted label shares. */
   gold_shares: number[];
   predicted_shares: number[];
+  /** noul and choice: each class's counts, recall and precision with 95% Wilson intervals. */
+  classes?: ClassFigures[];
+  /** "weakest_recall" when a class is rare (under 10% of the gold rows): the figure to read first; else accuracy is. */
+  headline?: "weakest_recall";
 }
 
 export interface Assessment {
@@ -84,6 +92,10 @@ export interface Assessment {
   seed: number;
   bootstrap: number;
   questions: QuestionAssessment[];
+  /** Questions of the answers that no matched gold row labels: not assessed. */
+  questions_without_gold?: { name: string; type: QuestionInfo["type"] }[];
+  /** Rows the run failed (its errors file beside the answers, else its usage summary), when either is there. */
+  failed_rows?: number;
   /** Gold labels the answers most confidently contradict (`assess --suspects`). */
   suspects?: SuspectSummary;
   /** Model, calibration and files: what was assessed. */
@@ -119,7 +131,9 @@ export function assessQuestion(
   const ones = new Uint8Array(s.n).fill(1);
   const cal = calibrationError(d.confidence, d.correct);
   const rc = riskCoverage(d.confidence, d.correct);
-  const whole: Whole = { d, calibration: cal, risk: rc, ece: eceWithInterval(d.confidence, d.correct, { seed: options.seed }) };
+  const m = countCells(d.cell, ones, new Float64Array(s.k * s.k));
+  const classes = classFigures(m, displayLabels(info));
+  const whole: Whole = { d, calibration: cal, risk: rc, ece: eceWithInterval(d.confidence, d.correct, { seed: options.seed }), classes };
   const weighted = mine.filter(isWeighted);
   const cells = new Float64Array(s.k * s.k);
   const point = weightedValues(d, ones, weighted, cells);
@@ -136,17 +150,17 @@ export function assessQuestion(
     });
   }
   const intervals: Record<string, [number, number]> = {};
-  for (const m of mine) {
-    if (m.interval === undefined) continue;
-    if (!isWeighted(m)) {
-      if (s.n > 0) intervals[m.name] = m.interval(whole);
+  for (const metric of mine) {
+    if (metric.interval === undefined) continue;
+    if (!isWeighted(metric)) {
+      const interval = s.n > 0 ? metric.interval(whole) : undefined;
+      if (interval?.every(Number.isFinite)) intervals[metric.name] = interval;
       continue;
     }
-    const v = samples[resampled.indexOf(m)]!.sort((a, b) => a - b);
-    if (v.length > 0) intervals[m.name] = around(metrics[m.name] as number, quantile(v, 0.025), quantile(v, 0.975));
+    const v = samples[resampled.indexOf(metric)]!.sort((a, b) => a - b);
+    if (v.length > 0) intervals[metric.name] = around(metrics[metric.name] as number, quantile(v, 0.025), quantile(v, 0.975));
   }
 
-  const m = countCells(d.cell, ones, new Float64Array(s.k * s.k));
   const out: QuestionAssessment = {
     name: info.name,
     type: info.type,
@@ -162,6 +176,11 @@ export function assessQuestion(
     gold_shares: shares(s.y, s.k),
     predicted_shares: shares(d.pred, s.k),
   };
+  if (CLASS_METRICS.some((c) => appliesTo(c.types, info.type))) {
+    out.classes = classes;
+    // A rare class can hide behind accuracy (0.958 while 4 of 66 spam rows are found): it takes the headline.
+    if (classes.some((c) => c.rare)) out.headline = "weakest_recall";
+  }
   if (mass.some((x) => x >= 0)) out.label_mass = massBands(mass, d.correct);
   return out;
 }
@@ -298,17 +317,22 @@ export async function assess(
   },
 ): Promise<Assessment> {
   const joined = await joinGold(answersPath, goldPath, options);
-  // Only a suspects list names gold rows: without one, a million ids need not stay for every collection to walk.
-  if (!options.suspects) joined.goldIds.length = 0;
+  // Only a suspects list names gold rows, and it keeps them compactly: a million id strings need not stay for every collection to walk.
+  options.suspects?.nameRows(joined.goldIds);
+  joined.goldIds.length = 0;
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
   const questions: QuestionAssessment[] = [];
+  const withoutGold: { name: string; type: QuestionInfo["type"] }[] = [];
   for (const q of joined.questions) {
     const rows = joined.rows.get(q.name) as Rows;
     // Let each question's rows go once assessed: the peak then holds one question's working arrays, not all.
     joined.rows.delete(q.name);
-    if (rows.n === 0) continue;
-    options.suspects?.add(q, rows, joined.goldIds);
+    if (rows.n === 0) {
+      withoutGold.push({ name: q.name, type: q.type });
+      continue;
+    }
+    options.suspects?.add(q, rows);
     questions.push(assessQuestion(q, rows, { seed, bootstrap }, options.metrics));
   }
   const usage = readUsage(`${answersPath}.usage.json`);
@@ -331,20 +355,14 @@ export async function assess(
       { answers: answersPath, gold: goldPath, job: options.job },
     ),
   };
+  if (withoutGold.length) out.questions_without_gold = withoutGold;
+  const failed = await failedRows(answersPath, usage);
+  if (failed !== undefined) out.failed_rows = failed;
   if (options.suspects) out.suspects = options.suspects.summary();
   return out;
 }
 
-/** The conditions that hold (each a failed gate, one per question), checking that every name exists. */
-export function failedConditions(a: Assessment, conditions: Condition[], table: readonly Metric[] = METRIC_TABLE): Breach[] {
-  const gated = a.questions.map((q) => ({
-    name: q.name,
-    metrics: Object.fromEntries(metricsOf(q.type, table).map((m) => [gateName(m), q.metrics[m.name]])),
-  }));
-  return breaches({ questions: gated, known: (name) => Object.keys(gated.find((q) => q.name === name)?.metrics ?? {}) }, conditions);
-}
-
-const fmt = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(3));
+const fmt = (x: number | undefined) => num(x);
 
 /** The terminal table. */
 export function describeAssessment(a: Assessment, table: readonly Metric[] = METRIC_TABLE): string {

@@ -3,27 +3,22 @@
  * request. Every chart has a text title, an accessible description and a
  * table of its numbers beside it, for screen readers and copy-paste.
  *
- * Layout: a page is a header (what was measured: model, calibration, files)
- * and one band per question. A band is a grid of equal-width cards (numbers
- * first, then charts) that fills the width: at 1,700 px and wider every card
- * of a band sits in one row; narrower, three columns, the numbers card
- * spanning two rows when there are five cards, so no grid cell stays empty.
- * Charts are SVG with a viewBox and scale to their card; no label is ever
- * cut: category names wrap onto more lines, or stand vertical under narrow
- * columns.
+ * Layout: a page is the verdict, a header (what was measured: model,
+ * calibration, files) and one band per question. A band's cards (numbers
+ * first, then charts) flow down columns as wide as a chart, as many as the
+ * window holds, each card as tall as what it holds: no card has a blank
+ * half, and no column waits on a taller neighbour. Every chart is drawn at one scale
+ * (CHART_SCALE pixels per unit, so 11-unit text is 12.3 px) whatever its
+ * card: type is the same size on the whole page, and a chart shrinks only
+ * when the window is narrower than it. No label is ever cut: category names
+ * wrap onto more lines, or stand vertical under narrow columns, and room is
+ * kept for the longest value beside a bar.
  */
 import { relative, isAbsolute } from "node:path";
+import { num, pct, plural } from "./numbers.js";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
-}
-
-export const num = (x: number | undefined, digits = 3) => (x === undefined || !Number.isFinite(x) ? "n/a" : x.toFixed(digits));
-export const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "n/a" : `${(x * 100).toFixed(1)}%`);
-
-/** `1 gold row`, `2 gold rows`: the count with thousands separators and the noun in its number. */
-export function plural(n: number, noun: string, nouns = `${noun}s`): string {
-  return `${n.toLocaleString("en-US")} ${n === 1 ? noun : nouns}`;
 }
 
 /**
@@ -115,12 +110,16 @@ interface Table {
 
 const cells = (r: (string | number)[], tag: string) => r.map((c) => `<${tag}>${escapeHtml(String(c))}</${tag}>`).join("");
 
-/** A chart card: title, SVG scaled to the card, the table of its numbers, and optional visible HTML under the chart. */
+/** Pixels per chart unit, the same for every chart of every page. */
+export const CHART_SCALE = 1.12;
+
+/** A chart card: title, SVG at the page's one scale, the table of its numbers, and optional visible HTML under the chart. */
 function figure(title: string, svg: string, size: { w: number; h: number }, table: Table, below = ""): string {
   const id = `c${++chartId}`;
-  return `<figure class="card chart" data-chart="${escapeHtml(title)}">
+  const w = Math.round(size.w * CHART_SCALE);
+  return `<figure class="card chart" data-chart="${escapeHtml(title)}" data-w="${w}">
 <figcaption id="${id}">${escapeHtml(title)}</figcaption>
-<svg role="img" aria-labelledby="${id}" viewBox="0 0 ${size.w} ${size.h}" preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">${svg}</svg>
+<svg role="img" aria-labelledby="${id}" width="${w}" height="${Math.round(size.h * CHART_SCALE)}" viewBox="0 0 ${size.w} ${size.h}" preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">${svg}</svg>
 ${below}<details><summary>numbers</summary><table><thead><tr>${cells(table.head, "th")}</tr></thead><tbody>${table.rows.map((r) => `<tr>${cells(r, "td")}</tr>`).join("")}</tbody></table></details>
 </figure>`;
 }
@@ -171,15 +170,18 @@ function scaleTicks(lo: number, hi: number, count: number, percent = false): { a
 export function barChart(
   title: string,
   labels: string[],
-  series: { name: string; values: number[] }[],
+  series: Series[],
   options: { format?: "share" | "number"; xLabel?: string; fixedMax?: number } = {},
 ): string {
   const format = options.format ?? "share";
+  const show = (v: number) => (format === "share" ? pct(v) : num(v));
   const maxChars = 18;
   const wrapped = labels.map((l) => wrapLabel(l, maxChars));
   const labelW = Math.min(Math.max(...wrapped.flat().map((l) => textWidth(l, FONT)), 20), 120);
   const legendH = series.length > 1 ? 18 : 4;
-  const f: Frame = { left: labelW + 10, top: legendH + 6, width: W - labelW - 10 - 34, height: 0 };
+  // Room right of the axis for the widest value printed beside its bar (a 100% bar's "100.0%" included), and for the last tick.
+  const valueRoom = Math.max(20, ...series.flatMap((x) => x.values.map((v) => textWidth(show(v), 10) + 8)));
+  const f: Frame = { left: labelW + 10, top: legendH + 6, width: W - labelW - 10 - valueRoom, height: 0 };
   const barH = series.length > 1 ? 13 : 15;
   const rowH = labels.map((_, i) => Math.max(wrapped[i]!.length * 12 + 4, series.length * barH + 8));
   f.height = rowH.reduce((a, b) => a + b, 0);
@@ -192,7 +194,6 @@ export function barChart(
   let svg = `<g class="axis"><line x1="${f.left}" y1="${f.top}" x2="${f.left}" y2="${f.top + f.height}"/><line x1="${f.left}" y1="${f.top + f.height}" x2="${f.left + f.width}" y2="${f.top + f.height}"/>`;
   for (const t of ticks) svg += `<line class="grid" x1="${xIn(f, t.at)}" y1="${f.top}" x2="${xIn(f, t.at)}" y2="${f.top + f.height}"/>`;
   svg += `${xTicks(f, ticks, f.top + f.height + 13)}<text x="${xIn(f, 0.5)}" y="${h - 5}" text-anchor="middle">${escapeHtml(options.xLabel ?? (format === "share" ? "share of rows" : "value"))}</text></g>`;
-  const show = (v: number) => (format === "share" ? pct(v) : num(v));
   let y = f.top;
   labels.forEach((label, i) => {
     const rh = rowH[i] as number;
@@ -201,7 +202,7 @@ export function barChart(
       const v = s.values[i] ?? 0;
       const w = Number.isFinite(v) ? (Math.max(0, v) / hi) * f.width : 0;
       const by = y + (rh - block) / 2 + j * barH;
-      svg += `<rect class="s${j}" x="${f.left}" y="${by + 1}" width="${w}" height="${barH - 2}"><title>${escapeHtml(`${label}, ${s.name}: ${show(v)}`)}</title></rect>`;
+      svg += `<rect class="${toneOf(s, j, series)}" x="${f.left}" y="${by + 1}" width="${w}" height="${barH - 2}"><title>${escapeHtml(`${label}, ${s.name}: ${show(v)}`)}</title></rect>`;
       // The value just right of its bar: the numbers read without hovering.
       svg += `<text class="small" x="${f.left + w + 3}" y="${by + barH - 2.5}">${escapeHtml(show(v))}</text>`;
     });
@@ -210,11 +211,7 @@ export function barChart(
     svg += `<text class="label" x="${f.left - 5}" y="${ty}" text-anchor="end">${lines(parts, f.left - 5, { dx: 0, dy: 12 })}</text>`;
     y += rh;
   });
-  if (series.length > 1)
-    svg += legend(
-      series.map((s) => s.name),
-      f.left,
-    );
+  if (series.length > 1) svg += legend(series, f.left);
   return figure(
     title,
     svg,
@@ -226,41 +223,76 @@ export function barChart(
   );
 }
 
-function legend(names: string[], x: number): string {
+/** A chart's series: its name and values; "earlier" draws it grey, as every comparison with an earlier run does. */
+export interface Series {
+  name: string;
+  values: number[];
+  tone?: "earlier";
+}
+
+/** A series' colour class: grey for the earlier run, else the next colour of the series that are not earlier ones (so "now" is always the first colour). */
+const toneOf = (s: Series, j: number, all?: readonly Series[]) =>
+  s.tone === "earlier" ? "earlier" : `s${all ? all.filter((x) => x.tone !== "earlier").indexOf(s) : j}`;
+
+function legend(series: Series[], x: number): string {
   // Above the plot, so it never covers a bar.
   let at = x;
-  return names
+  return series
     .map((n, j) => {
-      const s = `<rect class="s${j}" x="${at}" y="4" width="10" height="10"/><text x="${at + 14}" y="13">${escapeHtml(n)}</text>`;
-      at += 14 + textWidth(n, FONT) + 14;
+      const s = `<rect class="${toneOf(n, j, series)}" x="${at}" y="4" width="10" height="10"/><text x="${at + 14}" y="13">${escapeHtml(n.name)}</text>`;
+      at += 14 + textWidth(n.name, FONT) + 14;
       return s;
     })
     .join("");
 }
 
-/** A histogram over [lo, hi] from bin counts, with round ticks on both axes. */
-export function histogram(title: string, counts: number[], lo: number, hi: number, xLabel: string): string {
-  const f: Frame = { left: 46, top: 10, width: W - 46 - 12, height: 150 };
-  const { top } = niceTicks(Math.max(1, ...counts), 4);
-  const w = f.width / counts.length;
-  let svg = axes(f, scaleTicks(0, top, 4), "rows");
-  counts.forEach((c, i) => {
-    const h = (c / top) * f.height;
-    const a = lo + ((hi - lo) * i) / counts.length;
-    const b = lo + ((hi - lo) * (i + 1)) / counts.length;
-    svg += `<rect class="s0" x="${f.left + i * w + 0.5}" y="${f.top + f.height - h}" width="${Math.max(w - 1, 0.5)}" height="${h}"><title>${rangeText(a, b, "-")}: ${c}</title></rect>`;
+/**
+ * A histogram over [lo, hi] from bin counts, with round ticks on both axes.
+ * Several series (an earlier run and this one) stand side by side in each
+ * bin, as shares of their own rows, so runs of different sizes compare.
+ */
+export function histogram(title: string, series: Series[], lo: number, hi: number, xLabel: string): string {
+  const shares = series.length > 1;
+  const values = series.map((x) => {
+    const total = x.values.reduce((a, b) => a + b, 0) || 1;
+    return shares ? x.values.map((v) => v / total) : x.values;
   });
+  const legendH = shares ? 18 : 0;
+  const f: Frame = { left: 46, top: 10 + legendH, width: W - 46 - 12, height: 150 };
+  const bins = series[0]?.values.length ?? 0;
+  const { top } = niceTicks(Math.max(shares ? 0.01 : 1, ...values.flat()), 4);
+  const w = f.width / (bins || 1);
+  const barW = (w - 1) / series.length;
+  let svg = axes(f, scaleTicks(0, top, 4, shares), shares ? "share of rows" : "rows");
+  series.forEach((x, j) =>
+    values[j]!.forEach((v, i) => {
+      const h = (v / top) * f.height;
+      const a = lo + ((hi - lo) * i) / bins;
+      const b = lo + ((hi - lo) * (i + 1)) / bins;
+      const text = shares ? `${x.name}: ${pct(v)} (${x.values[i]} rows)` : String(v);
+      svg += `<rect class="${toneOf(x, j, series)}" x="${f.left + i * w + 0.5 + j * barW}" y="${f.top + f.height - h}" width="${Math.max(barW, 0.5)}" height="${h}"><title>${rangeText(a, b, "-")}: ${escapeHtml(text)}</title></rect>`;
+    }),
+  );
   svg += xTicks(f, scaleTicks(lo, hi, hi - lo > 1 && hi - lo <= 6 ? hi - lo : 4), f.top + f.height + 14);
   svg += `<text x="${xIn(f, 0.5)}" y="${f.top + f.height + 32}" text-anchor="middle">${escapeHtml(xLabel)}</text>`;
+  if (shares) svg += legend(series, f.left);
+  const edges = (i: number) => [num(lo + ((hi - lo) * i) / bins, 3), num(lo + ((hi - lo) * (i + 1)) / bins, 3)];
   return figure(
     title,
     svg,
     { w: W, h: f.top + f.height + 38 },
     {
-      head: ["from", "to", "rows"],
-      rows: counts.map((c, i) => [num(lo + ((hi - lo) * i) / counts.length, 3), num(lo + ((hi - lo) * (i + 1)) / counts.length, 3), c]),
+      head: ["from", "to", ...series.map((x) => `${x.name}: rows`)],
+      rows: Array.from({ length: bins }, (_, i) => [...edges(i), ...series.map((x) => x.values[i] ?? 0)]),
     },
   );
+}
+
+/** A round count in at most four characters, so it fits beside a narrow axis: 800, 2k, 1.5k, 20k, 3M. */
+export function compactCount(n: number): string {
+  if (n < 1000) return String(n);
+  if (n < 1e6) return `${Number((n / 1000).toPrecision(2))}k`;
+  return `${Number((n / 1e6).toPrecision(2))}M`;
 }
 
 /**
@@ -282,7 +314,7 @@ export function reliabilityDiagram(title: string, bins: { lo: number; hi: number
     svg += `<rect class="count" x="${x + 0.5}" y="${strip.top + strip.height - ch}" width="${w - 1}" height="${ch}"><title>${plural(b.count, "row")}</title></rect>`;
   }
   svg += `<g class="axis"><line x1="${strip.left}" y1="${strip.top + strip.height}" x2="${strip.left + strip.width}" y2="${strip.top + strip.height}"/><line x1="${strip.left}" y1="${strip.top}" x2="${strip.left}" y2="${strip.top + strip.height}"/>`;
-  svg += `<text x="${strip.left - 4}" y="${strip.top + 8}" text-anchor="end">${countTop.toLocaleString("en-US")}</text><text x="${strip.left - 4}" y="${strip.top + strip.height}" text-anchor="end">0</text>`;
+  svg += `<text class="small" x="${strip.left - 4}" y="${strip.top + 8}" text-anchor="end">${compactCount(countTop)}</text><text class="small" x="${strip.left - 4}" y="${strip.top + strip.height}" text-anchor="end">0</text>`;
   svg += `<text class="small" transform="translate(11 ${strip.top + strip.height / 2}) rotate(-90)" text-anchor="middle">rows</text></g>`;
   svg += xTicks(f, scaleTicks(0, 1, 4), strip.top + strip.height + 14);
   svg += `<text x="${xIn(f, 0.5)}" y="${strip.top + strip.height + 32}" text-anchor="middle">confidence (top-label probability)</text>`;
@@ -336,7 +368,7 @@ export function heatMap(title: string, labels: string[], matrix: number[][]): st
   const max = Math.max(1, ...matrix.flat());
   const digits = String(Math.round(max)).length;
   const rowLines = labels.map((l) => wrapLabel(l, 16));
-  const colLines = labels.map((l) => wrapLabel(l, 14));
+  const colLines = labels.map((l) => wrapLabel(l, 18));
   const maxColLines = Math.max(...colLines.map((l) => l.length));
   const rowW = Math.max(...rowLines.flat().map((l) => textWidth(l, 10)));
   const colH = Math.max(...colLines.flat().map((l) => textWidth(l, 10)));
@@ -378,41 +410,57 @@ export function heatMap(title: string, labels: string[], matrix: number[][]): st
 
 const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:16px 24px;color:#1f2937;background:#fff}
-h1{font-size:22px;margin:4px 0 8px;overflow-wrap:anywhere}h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
+h1{font-size:22px;margin:4px 0 8px;overflow-wrap:anywhere}h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #e5e7eb;padding-bottom:4px;overflow-wrap:anywhere}
 h3{font-size:14px;margin:10px 0 4px}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #e5e7eb;padding:2px 7px;text-align:right}th{background:#f9fafb}td:first-child,th:first-child{text-align:left}
-.prov{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:0 0 8px;padding:10px 14px;background:#f9fafb;border:1px solid #e5e7eb;border-radius:6px}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #e5e7eb;padding:2px 7px;text-align:right;overflow-wrap:anywhere}th{background:#f9fafb;overflow-wrap:normal}td:first-child,th:first-child{text-align:left}
+td .sub{font-size:12px;color:#4b5563;white-space:nowrap}
+.prov{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:14px 0 8px;padding:10px 14px;background:#f9fafb;border:1px solid #e5e7eb;border-radius:6px}
 .prov dt{font-weight:600;color:#4b5563}.prov dd{margin:0;overflow-wrap:anywhere}
-.band{display:grid;gap:12px;grid-template-columns:repeat(var(--n),minmax(0,1fr));align-items:stretch}
-.n3{--n:3}.n4{--n:4}.n5{--n:5}.n6{--n:6}
-.card{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:8px 10px;min-width:0;overflow-wrap:break-word}
-.card table{width:100%}.wide{grid-column:1/-1}
-.chart svg{display:block;width:100%;height:auto}
+.band{columns:var(--card) auto;column-gap:12px}
+.card{margin:0 0 12px;border:1px solid #e5e7eb;border-radius:6px;padding:8px 10px;min-width:0;box-sizing:border-box;overflow-wrap:break-word;break-inside:avoid;display:block}
+.card>:first-child{margin-top:0}.card>:last-child{margin-bottom:0}
+.numbers table,.classes table{width:100%}.wide{column-span:all}
+.chart svg{display:block;max-width:100%;height:auto}
 figcaption{font-weight:600;margin-bottom:4px}details{font-size:12px}
-.tiles{display:flex;flex-wrap:wrap;gap:6px;margin-bottom:6px}.tile{flex:1 1 80px;border:1px solid #e5e7eb;border-radius:6px;padding:4px 8px;background:#f9fafb}
-.tile .k{font-size:12px;color:#4b5563}.tile .v{font-size:20px;font-weight:650}.tile .ci{font-size:12px;color:#4b5563;white-space:nowrap}
+.tiles{display:flex;flex-wrap:wrap;gap:6px;margin-bottom:6px}.tile{flex:1 1 90px;border:1px solid #e5e7eb;border-radius:6px;padding:4px 8px;background:#f9fafb;min-width:0}
+.tile .k{font-size:12px;color:#4b5563}.tile .v{font-size:20px;font-weight:650}.tile .ci{font-size:12px;color:#4b5563}
+.tile.headline,.tile.m-act{flex-basis:100%}.tile.headline{border-color:#9ca3af}
 svg text{font-size:11px;fill:#374151}svg text.small{font-size:10px}svg text.light{fill:#fff}
 .axis line{stroke:#9ca3af}.axis line.grid{stroke:#eef0f3}.diag{stroke:#9ca3af;stroke-dasharray:4 3}.line{fill:none;stroke:#2563eb;stroke-width:2}
-.s0{fill:#2563eb}.s1{fill:#f59e0b}.count{fill:#9ca3af}
+.s0{fill:#2563eb}.s1{fill:#f59e0b}.earlier{fill:#9ca3af}.count{fill:#9ca3af}
 table.under{font-size:12px}
 .bad{color:#b91c1c;font-weight:600}.ok{color:#166534;font-weight:600}.muted{color:#6b7280}
-@media (max-width:1699px){.band.n5,.band.n6{--n:3}.band.n5>.numbers{grid-row:span 2}}
-@media (max-width:1099px){.band{--n:2}.band.n5>.numbers{grid-row:auto;grid-column:1/-1}.band.n3>.numbers{grid-column:1/-1}}
-@media (max-width:639px){.band{--n:1}}
+.sentence{font-size:17px;font-weight:600;margin:6px 0 4px}.model{margin:0 0 8px}
+.changed{background:#fef3c7;border:1px solid #f59e0b;border-radius:6px;padding:6px 10px;font-weight:600}
+table.verdict{margin:0;width:100%}table.verdict td,table.verdict th{text-align:left;vertical-align:top;font-size:13px;padding:3px 7px}
+.rules{columns:3 300px;column-gap:24px;font-size:12px;color:#374151;margin:8px 0 0}.rules div{break-inside:avoid;margin-bottom:4px}.rules dt{font-weight:600}.rules dd{margin:0}
+@media (min-width:1600px){.verdict-wrap{display:grid;grid-template-columns:minmax(0,1fr) 330px;gap:20px;align-items:start}.rules{columns:auto;margin:0}}
+.mark{display:inline-block;min-width:2.6em;text-align:center;border-radius:4px;padding:0 4px;margin-right:4px;font-weight:650;font-size:12px}
+.m-ok .mark{background:#dcfce7;color:#166534}.m-look .mark{background:#fef3c7;color:#92400e}.m-act .mark{background:#fee2e2;color:#991b1b}.m-na .mark{background:#f3f4f6;color:#4b5563}
+td.m-act{background:#fff7f7}td.m-look{background:#fffdf5}
+.gate{color:#991b1b;font-weight:600}p.gate{margin:4px 0}
 `;
 
-/** A band: one question's cards in a grid that fills the width (see the file comment); `wide` parts take a whole row under it. */
+/** A band: one question's cards in columns of one chart's width (see the file comment); `wide` parts span every column. */
 export function band(cards: string[], wide: string[] = []): string {
-  const n = cards.length;
-  return `<div class="band n${n}">${cards.join("")}${wide.map((w) => `<div class="card wide">${w}</div>`).join("")}</div>`;
+  return `<div class="band">${cards.join("")}${wide.map((w) => `<div class="card wide">${w}</div>`).join("")}</div>`;
 }
 
-/** Headline tiles: a figure, its interval when there is one. */
-export function tiles(items: { label: string; value: string; interval?: string | undefined }[]): string {
+/** A tile: a figure, its interval or note when there is one; `headline` takes the whole row; `gate` names the conditions it broke. */
+export interface Tile {
+  label: string;
+  value: string;
+  interval?: string | undefined;
+  headline?: boolean;
+  gate?: string[] | undefined;
+}
+
+/** Headline tiles: a figure, its interval when there is one, and a breach of the gate marked on it. */
+export function tiles(items: Tile[]): string {
   return `<div class="tiles">${items
     .map(
       (t) =>
-        `<div class="tile"><div class="k">${escapeHtml(t.label)}</div><div class="v">${escapeHtml(t.value)}</div>${t.interval ? `<div class="ci">${escapeHtml(t.interval)}</div>` : ""}</div>`,
+        `<div class="tile${t.headline ? " headline" : ""}${t.gate?.length ? " m-act" : ""}"><div class="k">${escapeHtml(t.label)}</div><div class="v">${escapeHtml(t.value)}</div>${t.interval ? `<div class="ci">${escapeHtml(t.interval)}</div>` : ""}${(t.gate ?? []).map((g) => `<div class="gate">✗ gate ${escapeHtml(g)}</div>`).join("")}</div>`,
     )
     .join("")}</div>`;
 }
@@ -422,11 +470,12 @@ export function provenanceList(items: [string, string][]): string {
   return `<dl class="prov">${items.map(([k, v]) => `<dt>${escapeHtml(k)}</dt><dd>${v}</dd>`).join("")}</dl>`;
 }
 
-/** A whole page. */
+/** A whole page. Its card columns are as wide as its widest chart, so every chart keeps the one scale. */
 export function page(title: string, body: string): string {
+  const widest = Math.max(Math.round(W * CHART_SCALE), ...[...body.matchAll(/data-w="(\d+)"/g)].map((m) => Number(m[1])));
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)}</title><style>${CSS}</style></head>
+<title>${escapeHtml(title)}</title><style>:root{--card:${widest + 22}px}${CSS}</style></head>
 <body><h1>${escapeHtml(title)}</h1>
 ${body}
 </body></html>

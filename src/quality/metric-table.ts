@@ -8,8 +8,7 @@
  * The table's order is the order of the JSON's `metrics` and of every table
  * that shows them.
  */
-import type { QuestionType } from "../api/schema.js";
-import { QUESTION_KINDS } from "../questions/index.js";
+import type { QuestionType, SpecType } from "../api/schema.js";
 import {
   accuracyOf,
   auroc,
@@ -29,12 +28,14 @@ import {
   spearman,
   topKAccuracy,
   topLabelConfidence,
+  wilsonInterval,
   withinAccuracy,
   type Calibration,
   type EceEstimate,
   type RiskCoverage,
   type Scored,
 } from "./metrics.js";
+import { num } from "./numbers.js";
 
 /**
  * What a metric needs prepared beyond the rows: "ranking", a binary
@@ -116,6 +117,64 @@ export interface Whole {
   calibration: Calibration;
   risk: RiskCoverage;
   ece: EceEstimate;
+  /** Per class counts and figures (see classFigures). */
+  classes: ClassFigures[];
+}
+
+/** A class whose gold rows are under this share of a question's gold rows is rare: the weakest class's recall is then the headline. */
+export const RARE_CLASS_SHARE = 0.1;
+
+/** One class of a noul or choice question against the gold: counts, recall and precision with 95% Wilson intervals (null without rows to count). */
+export interface ClassFigures {
+  label: string;
+  /** Rows gold-labelled with the class, and its share of the gold rows. */
+  gold: number;
+  share: number;
+  /** Rows the model answers with the class, and how many of those are right. */
+  predicted: number;
+  hits: number;
+  recall: number | null;
+  recall_interval: [number, number] | null;
+  precision: number | null;
+  precision_interval: [number, number] | null;
+  /** Under RARE_CLASS_SHARE of the gold rows (and at least one). */
+  rare: boolean;
+}
+
+/** Per class figures from a k x k confusion matrix (gold rows by predicted columns) and the classes' names. */
+export function classFigures(m: ArrayLike<number>, labels: readonly string[]): ClassFigures[] {
+  const k = labels.length;
+  let total = 0;
+  for (let i = 0; i < k * k; i++) total += m[i] as number;
+  return labels.map((label, c) => {
+    let gold = 0;
+    let predicted = 0;
+    for (let j = 0; j < k; j++) {
+      gold += m[c * k + j] as number;
+      predicted += m[j * k + c] as number;
+    }
+    const hits = m[c * k + c] as number;
+    const share = total > 0 ? gold / total : 0;
+    return {
+      label,
+      gold,
+      share,
+      predicted,
+      hits,
+      recall: gold > 0 ? hits / gold : null,
+      recall_interval: wilsonInterval(hits, gold) ?? null,
+      precision: predicted > 0 ? hits / predicted : null,
+      precision_interval: wilsonInterval(hits, predicted) ?? null,
+      rare: gold > 0 && share < RARE_CLASS_SHARE,
+    };
+  });
+}
+
+/** The class with gold rows whose recall is lowest (the first in label order on a tie); undefined when no class has gold rows. */
+export function weakestClass(classes: readonly ClassFigures[]): ClassFigures | undefined {
+  let weakest: ClassFigures | undefined;
+  for (const c of classes) if (c.recall !== null && (weakest === undefined || c.recall < (weakest.recall as number))) weakest = c;
+  return weakest;
 }
 
 interface Declared {
@@ -125,7 +184,8 @@ interface Declared {
   label: string;
   /** One sentence for docs/metrics.md: what it measures and how. */
   doc: string;
-  types: readonly QuestionType[];
+  /** The types it applies to: "every" type (one registered in process too), or those a metric's arithmetic needs (a ranking wants two classes). */
+  types: Applies;
   better: "higher" | "lower";
   /** Decimals printed; a percent prints its value times 100 with this many decimals and a % sign. */
   digits: number;
@@ -136,6 +196,8 @@ interface Declared {
   noiseFloor?: boolean;
   /** What it needs prepared beyond the rows (see `Preparation`). */
   needs?: Preparation;
+  /** The verdict column that shows it (and marks a --fail-if breach of it). */
+  column: "agreement" | "calibration" | "weakest_class";
 }
 
 /** A metric of the rows under weights: a bootstrap interval is available. */
@@ -153,12 +215,20 @@ export interface WholeMetric extends Declared {
 
 export type Metric = WeightedMetric | WholeMetric;
 
-const ALL: readonly QuestionType[] = QUESTION_KINDS.map((k) => k.type);
+/** The question types a metric applies to. */
+export type Applies = "every" | readonly SpecType[];
+const ALL = "every";
+
+/** Whether a metric that `applies` serves a unit of this type. */
+export function appliesTo(applies: Applies, type: QuestionType): boolean {
+  return applies === ALL || (applies as readonly QuestionType[]).includes(type);
+}
 
 /** The metrics, in the order the JSON and every table show them. */
 export const METRIC_TABLE: readonly Metric[] = [
   {
     name: "accuracy",
+    column: "agreement",
     label: "accuracy",
     doc: "Share of rows whose most probable label is the gold label.",
     types: ALL,
@@ -169,6 +239,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "balanced_accuracy",
+    column: "agreement",
     label: "balanced accuracy",
     doc: "Mean recall over the labels that occur in the gold (scikit-learn's balanced accuracy).",
     types: ["noul", "choice"],
@@ -177,7 +248,19 @@ export const METRIC_TABLE: readonly Metric[] = [
     weighted: ({ d, m }) => balancedAccuracyOf(m, d.s.k),
   },
   {
+    name: "weakest_recall",
+    column: "weakest_class",
+    label: "weakest class recall",
+    doc: "Recall of the class the model finds least often among those in the gold, with its 95% Wilson interval: the headline figure when a class is rare (under 10% of gold rows), where accuracy can stay high while that class is missed.",
+    types: ["noul", "choice"],
+    better: "higher",
+    digits: 3,
+    whole: ({ classes }) => weakestClass(classes)?.recall ?? Number.NaN,
+    interval: ({ classes }) => weakestClass(classes)?.recall_interval ?? [Number.NaN, Number.NaN],
+  },
+  {
     name: "macro_f1",
+    column: "agreement",
     label: "macro-F1",
     doc: "F1 averaged over the options that occur in the gold or the predictions (an undefined F1 counts 0).",
     types: ["choice"],
@@ -188,6 +271,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "kappa",
+    column: "agreement",
     label: "Cohen's kappa",
     doc: "Agreement with the gold beyond chance, unweighted.",
     types: ["choice"],
@@ -197,6 +281,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "qwk",
+    column: "agreement",
     label: "quadratic kappa",
     doc: "Cohen's kappa with quadratic weights on the distance between levels.",
     types: ["score"],
@@ -207,6 +292,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "top2_accuracy",
+    column: "agreement",
     label: "top-2 accuracy",
     doc: "Share of rows whose gold option is among the two most probable (ties count against).",
     types: ["choice"],
@@ -216,6 +302,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "brier",
+    column: "calibration",
     label: "Brier",
     doc: "Mean squared distance between the probabilities and the one-hot gold label (a noul: of p(yes) alone).",
     types: ["noul", "choice"],
@@ -225,6 +312,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "log_loss",
+    column: "calibration",
     label: "log loss",
     doc: "Mean negative log-probability of the gold label, probabilities clipped to [1e-15, 1 - 1e-15].",
     types: ["noul", "choice"],
@@ -234,6 +322,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "auroc",
+    column: "agreement",
     label: "AUROC",
     doc: "Area under the ROC curve of p(yes); tied probabilities count half.",
     types: ["noul"],
@@ -245,6 +334,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "auprc",
+    column: "agreement",
     label: "AUPRC",
     doc: "Average precision of p(yes) (scikit-learn's average_precision_score).",
     types: ["noul"],
@@ -255,6 +345,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "within_one",
+    column: "agreement",
     label: "within one level",
     doc: "Share of rows whose most probable level is at most one level from the gold level.",
     types: ["score"],
@@ -264,6 +355,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "mae",
+    column: "agreement",
     label: "MAE (expected score)",
     doc: "Mean absolute distance between the expected level (sum of level times probability) and the gold level.",
     types: ["score"],
@@ -274,6 +366,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "spearman",
+    column: "agreement",
     label: "Spearman",
     doc: "Rank correlation between the expected level and the gold level.",
     types: ["score"],
@@ -284,6 +377,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "rps",
+    column: "calibration",
     label: "RPS",
     doc: "Ranked probability score: squared distance between predicted and gold cumulative distributions, over the k-1 thresholds, in [0, 1].",
     types: ["score"],
@@ -293,6 +387,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "ece",
+    column: "calibration",
     label: "ECE (15 bins)",
     doc: "Expected calibration error: |accuracy - confidence| over 15 equal-width bins of the top-label probability, weighted by bin size. Biased upward at small n: compare with the noise floor printed beside it.",
     types: ALL,
@@ -303,6 +398,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "ace",
+    column: "calibration",
     label: "adaptive ECE",
     doc: "The ECE over 15 equal-count bins.",
     types: ALL,
@@ -312,6 +408,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "mce",
+    column: "calibration",
     label: "MCE",
     doc: "Largest |accuracy - confidence| of a non-empty equal-width bin.",
     types: ALL,
@@ -321,6 +418,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "aurc",
+    column: "calibration",
     label: "risk-coverage area",
     doc: "Area under the risk-coverage curve: the error rate of the most confident rows, averaged over every coverage.",
     types: ALL,
@@ -330,6 +428,7 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
   {
     name: "ece_debiased",
+    column: "calibration",
     label: "ECE, noise removed",
     doc: "Median-unbiased estimate of the population's binned ECE (0 when the measured ECE is within noise); its 95% interval inverts the ECE's simulated sampling distribution and always holds the estimate.",
     types: ALL,
@@ -340,9 +439,95 @@ export const METRIC_TABLE: readonly Metric[] = [
   },
 ];
 
+/** A figure per class of a noul or choice question: `--fail-if` names it `question.recall["billing"]` (the class as a JSON string). */
+export interface ClassMetric {
+  name: "recall" | "precision";
+  label: string;
+  doc: string;
+  types: Applies;
+  better: "higher";
+  column: "weakest_class";
+  value: (c: ClassFigures) => number | null;
+}
+
+/** The per class metrics, each with a 95% Wilson interval. */
+export const CLASS_METRICS: readonly ClassMetric[] = [
+  {
+    name: "recall",
+    label: "recall",
+    doc: 'Share of the rows gold-labelled with the class that the model answers with it; `recall["billing"]` names the class as a JSON string.',
+    types: ["noul", "choice"],
+    better: "higher",
+    column: "weakest_class",
+    value: (c) => c.recall,
+  },
+  {
+    name: "precision",
+    label: "precision",
+    doc: "Share of the rows the model answers with the class whose gold label it is.",
+    types: ["noul", "choice"],
+    better: "higher",
+    column: "weakest_class",
+    value: (c) => c.precision,
+  },
+];
+
+/** The gate name of a per class metric: `recall["account access"]`. */
+export const classGateName = (metric: string, label: string) => `${metric}[${JSON.stringify(label)}]`;
+
+/** A metric of a run's answers alone, or of two runs compared (`report`, or `assess --compare`): these gate too. */
+export interface DriftMetric {
+  name: "psi" | "js_distance" | "agreement" | "label_mass";
+  label: string;
+  doc: string;
+  better: "higher" | "lower";
+  /** "compare": needs an earlier run's answers (--compare). */
+  needs?: "compare";
+  column: "drift" | "answered";
+}
+
+/** PSI above these is worth a look, then a real shift (the usual rule of thumb). */
+export const PSI_LOOK = 0.1;
+export const PSI_ACT = 0.25;
+
+/** The metrics of the answers and of two runs compared, in the order the report shows them. */
+export const DRIFT_METRICS: readonly DriftMetric[] = [
+  {
+    name: "psi",
+    label: "PSI",
+    doc: `Population stability index from the earlier run to this one over a choice's options, a noul's p(yes) or a score's expected level in 10 equal-width bins (an empty bin counts as 0.0001 of the rows): ${PSI_LOOK} is worth a look, ${PSI_ACT} a real shift.`,
+    better: "lower",
+    needs: "compare",
+    column: "drift",
+  },
+  {
+    name: "js_distance",
+    label: "JS distance",
+    doc: "Jensen-Shannon distance (base 2) between the two runs' top-label shares: 0 the same, 1 disjoint.",
+    better: "lower",
+    needs: "compare",
+    column: "drift",
+  },
+  {
+    name: "agreement",
+    label: "agreement with the earlier run",
+    doc: "Share of the ids in both runs whose most probable label is the same (n/a when no id is in both).",
+    better: "higher",
+    needs: "compare",
+    column: "drift",
+  },
+  {
+    name: "label_mass",
+    label: "mean label mass",
+    doc: "Mean share of the next-token probability that fell on the labels, over the rows that carry it (n/a when none does).",
+    better: "higher",
+    column: "answered",
+  },
+];
+
 /** The metrics of a question type, in table order. */
 export function metricsOf(type: QuestionType, table: readonly Metric[] = METRIC_TABLE): Metric[] {
-  return table.filter((m) => m.types.includes(type));
+  return table.filter((m) => appliesTo(m.types, type));
 }
 
 /** Metrics with an interval: the headline figures of a question. */
@@ -356,9 +541,9 @@ export const isWeighted = (m: Metric): m is WeightedMetric => "weighted" in m;
 export const gateName = (m: Metric): string => m.gate ?? m.name;
 
 /** A metric's value as tables print it: its digits, as a percent when declared one; n/a when it could not be computed. */
-export function metricText(m: Metric, x: number | undefined): string {
-  if (x === undefined || !Number.isFinite(x)) return "n/a";
-  return m.percent ? `${(x * 100).toFixed(m.digits)}%` : x.toFixed(m.digits);
+export function metricText(m: Pick<Metric, "percent" | "digits">, x: number | null | undefined): string {
+  if (x === undefined || x === null || !Number.isFinite(x)) return "n/a";
+  return m.percent ? `${num(x * 100, m.digits)}%` : num(x, m.digits);
 }
 
 /** Weighted metrics on weights `w`, one confusion matrix (counted into `m`, k x k) shared by all. */
@@ -367,10 +552,128 @@ export function weightedValues(d: QuestionData, w: Uint8Array, metrics: readonly
   return metrics.map((metric) => metric.weighted(x));
 }
 
+/**
+ * The verdict: one row per question, one cell per column, each marked ok,
+ * look or act by the rules below (n/a when there is no evidence, which is
+ * never ok). The HTML, the terminal, the JSON and docs/metrics.md all read
+ * these rules; their texts are written from the same thresholds.
+ */
+export type Mark = "ok" | "look" | "act";
+
+/** The verdict's columns, in the order every table shows them. */
+export const COLUMN_KEYS = ["answered", "agreement", "calibration", "drift", "suspects", "weakest_class"] as const;
+export type ColumnKey = (typeof COLUMN_KEYS)[number];
+
+/** The thresholds of the verdict's rules. */
+export const VERDICT_LIMITS = {
+  /** Share of rows failed (no answer). */
+  failedLook: 0.001,
+  failedAct: 0.02,
+  /** Accuracy against gold: the 95% interval's bottom for ok, its top for act. */
+  agreementOk: 0.9,
+  agreementAct: 0.7,
+  /** The ECE with noise removed: act when its whole interval is above this. */
+  eceAct: 0.05,
+  /** Agreement with the earlier run under this: worth a look. */
+  agreementLook: 0.9,
+  /** Share of gold rows that are suspects. */
+  suspectsLook: 0.03,
+  suspectsAct: 0.1,
+  /** The weakest class's recall: the interval's bottom for ok, its top for act. */
+  recallOk: 0.7,
+  recallAct: 0.5,
+} as const;
+
+/** What each column's rule reads. */
+export interface Evidence {
+  answered: { answered: number; failed: number };
+  agreement: { accuracy: number; interval: readonly [number, number]; commonest: number };
+  calibration: { ece: number; noiseP95: number; debiased: readonly [number, number] };
+  drift: { psi: number; agreement: number | undefined; modelChanged: boolean };
+  suspects: { suspects: number; rows: number };
+  weakest_class: { interval: readonly [number, number] };
+}
+
+export interface VerdictColumn<K extends ColumnKey = ColumnKey> {
+  key: K;
+  /** The column's header. */
+  label: string;
+  /** The rule in words, written beside the table. */
+  rule: string;
+  mark: (e: Evidence[K]) => Mark;
+}
+
+const L = VERDICT_LIMITS;
+const share = (x: number) => `${Number((x * 100).toPrecision(6))}%`;
+
+/** The verdict's rules, one per column. */
+export const VERDICT_COLUMNS: { [K in ColumnKey]: VerdictColumn<K> } = {
+  answered: {
+    key: "answered",
+    label: "answered",
+    rule: `Rows answered and failed. act: none answered, or ${share(L.failedAct)} or more failed; look: ${share(L.failedLook)} or more failed; ok: fewer.`,
+    mark: ({ answered, failed }) => {
+      const rate = failed / (answered + failed || 1);
+      return answered === 0 || rate >= L.failedAct ? "act" : rate >= L.failedLook ? "look" : "ok";
+    },
+  },
+  agreement: {
+    key: "agreement",
+    label: "agreement with gold",
+    rule: `Accuracy against the gold labels, with its 95% interval. act: the interval's top is under ${L.agreementAct}, or no better than always answering the commonest gold label; look: its bottom is under ${L.agreementOk}; ok: its bottom is ${L.agreementOk} or more.`,
+    mark: ({ interval: [lo, hi], commonest }) => (hi < L.agreementAct || hi <= commonest ? "act" : lo < L.agreementOk ? "look" : "ok"),
+  },
+  calibration: {
+    key: "calibration",
+    label: "calibration",
+    rule: `ECE against its noise floor (the 95th percentile of the ECE a calibrated model shows at this n). ok: within it; act: the ECE with noise removed is above ${L.eceAct} across its whole 95% interval; look: in between.`,
+    mark: ({ ece, noiseP95, debiased: [lo] }) => (ece <= noiseP95 ? "ok" : lo > L.eceAct ? "act" : "look"),
+  },
+  drift: {
+    key: "drift",
+    label: "drift",
+    rule: `Against the earlier run (--compare). act: PSI ${PSI_ACT} or more; look: PSI ${PSI_LOOK} or more, agreement with the earlier run under ${share(L.agreementLook)}, or another model; ok: otherwise.`,
+    mark: ({ psi, agreement, modelChanged }) =>
+      psi >= PSI_ACT ? "act" : psi >= PSI_LOOK || (agreement !== undefined && agreement < L.agreementLook) || modelChanged ? "look" : "ok",
+  },
+  suspects: {
+    key: "suspects",
+    label: "suspects",
+    rule: `Gold labels the answers confidently contradict (assess --suspects), as a share of the gold rows. act: ${share(L.suspectsAct)} or more; look: ${share(L.suspectsLook)} or more; ok: fewer.`,
+    mark: ({ suspects, rows }) => {
+      const rate = suspects / (rows || 1);
+      return rate >= L.suspectsAct ? "act" : rate >= L.suspectsLook ? "look" : "ok";
+    },
+  },
+  weakest_class: {
+    key: "weakest_class",
+    label: "weakest class recall",
+    rule: `Recall of the class the model finds least often (noul and choice), with its 95% Wilson interval. act: the interval's top is under ${L.recallAct}; look: its bottom is under ${L.recallOk}; ok: its bottom is ${L.recallOk} or more.`,
+    mark: ({ interval: [lo, hi] }) => (hi < L.recallAct ? "act" : lo < L.recallOk ? "look" : "ok"),
+  },
+};
+
+/** The rules every column shares. */
+export const VERDICT_COMMON_RULE =
+  "In any column: act when a --fail-if condition on a metric it shows holds. A cell without evidence reads n/a with the reason, and is never ok.";
+
+/** The columns in order. */
+export const VERDICT_COLUMN_LIST: readonly VerdictColumn[] = COLUMN_KEYS.map((k) => VERDICT_COLUMNS[k] as VerdictColumn);
+
+/** The verdict column that shows a gate metric (`recall["x"]` is shown with the weakest class), or undefined for a name no table declares. */
+export function columnOfMetric(name: string, table: readonly Metric[] = METRIC_TABLE): ColumnKey | undefined {
+  const base = name.replace(/\[.*$/s, "");
+  return (
+    table.find((m) => gateName(m) === base)?.column ?? CLASS_METRICS.find((m) => m.name === base)?.column ?? DRIFT_METRICS.find((m) => m.name === base)?.column
+  );
+}
+
 /** docs/metrics.md: the table as a page (test/quality/metric-table.test.ts keeps the committed page current). */
 export function metricsMarkdown(table: readonly Metric[] = METRIC_TABLE): string {
   const cell = (s: string) => s.replaceAll("|", "\\|");
   const interval = (m: Metric) => (m.interval === undefined ? "–" : isWeighted(m) ? "bootstrap, 95%" : "its own, 95%");
+  const column = (key: ColumnKey) => VERDICT_COLUMNS[key].label;
+  const typesText = (applies: Applies) => (applies === ALL ? "every type" : applies.join(", "));
   return `# Assessment metrics
 
 <!-- Generated from src/quality/metric-table.ts; do not edit. UPDATE_DOCS=1 npx vitest run test/quality/metric-table.test.ts rewrites it. -->
@@ -380,7 +683,9 @@ its JSON (the key is the name below), in the terminal table and in the HTML
 report. Metrics with an interval are the headline figures; their 95%
 intervals are under \`intervals\`. Any metric can gate a run:
 \`--fail-if "question.name>value"\` (or a bare \`name\`: every question) exits 4
-when the condition holds, or when the metric could not be computed.
+when the condition holds, or when the metric could not be computed. Conditions
+are separated by commas; a breach is marked act in the verdict's column named
+below.
 
 Conventions: the predicted label is the most probable (ties to the first);
 "confidence" is the top label's probability; a noul's classes are no = 0,
@@ -388,8 +693,41 @@ yes = 1. Bootstrap intervals come from \`--bootstrap\` draws (default 200)
 keyed by record id and \`--seed\`, so the same rows in any order give the same
 interval.
 
-| \`--fail-if\` name | shown as | question types | better | interval | what it is |
+| \`--fail-if\` name | shown as | question types | better | interval | verdict column | what it is |
+|---|---|---|---|---|---|---|
+${table.map((m) => `| \`${gateName(m)}\` | ${cell(m.label)} | ${typesText(m.types)} | ${m.better} | ${interval(m)} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+
+## Per class
+
+For noul and choice questions, under \`classes\`: each class's gold rows, its
+share of them, and these figures with 95% Wilson intervals. A class under
+${RARE_CLASS_SHARE * 100}% of the gold rows is rare: the question's headline is then the weakest
+class's recall. The gate names a class as a JSON string, so any name
+survives, spaces, commas and quotes included:
+\`--fail-if 'team.recall["account access"]<0.6'\` (inside the name, \`\\"\` is a
+quote and \`\\\\\` a backslash).
+
+| \`--fail-if\` name | shown as | question types | better | interval | verdict column | what it is |
+|---|---|---|---|---|---|---|
+${CLASS_METRICS.map((m) => `| \`${classGateName(m.name, "class")}\` | ${m.label} | ${typesText(m.types)} | ${m.better} | Wilson, 95% | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+
+## Drift and the answers themselves
+
+\`typed-eval report\` and \`assess --compare EARLIER\` measure these per
+question; those marked "--compare" need the earlier run's answers.
+
+| \`--fail-if\` name | shown as | needs | better | verdict column | what it is |
 |---|---|---|---|---|---|
-${table.map((m) => `| \`${gateName(m)}\` | ${cell(m.label)} | ${m.types.join(", ")} | ${m.better} | ${interval(m)} | ${cell(m.doc)} |`).join("\n")}
+${DRIFT_METRICS.map((m) => `| \`${m.name}\` | ${m.label} | ${m.needs === "compare" ? "--compare" : "–"} | ${m.better} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+
+## The verdict
+
+At the top of \`assess\` and \`report\`, in the terminal, under \`verdict\` in
+their JSON and at the top of their HTML: one row per question, one cell per
+column, each marked by these rules. ${VERDICT_COMMON_RULE}
+
+| column | rule |
+|---|---|
+${VERDICT_COLUMN_LIST.map((c) => `| ${c.label} | ${cell(c.rule)} |`).join("\n")}
 `;
 }

@@ -712,3 +712,22 @@ export function eceWithInterval(
   const high = solve(lowTail) * plugIn;
   return { estimate, interval: [Math.min(low, estimate), Math.max(high, estimate)] };
 }
+
+/** The normal quantile of a two-sided 95% interval. */
+const Z95 = 1.959963984540054;
+
+/**
+ * Wilson's score interval of a proportion, `hits` of `n` (95% unless `z`
+ * says otherwise): unlike a bootstrap, it stays honest at 0 of 66 or 66 of
+ * 66, where every resample agrees and a percentile interval collapses to a
+ * point. Undefined without trials.
+ */
+export function wilsonInterval(hits: number, n: number, z = Z95): [number, number] | undefined {
+  if (!(n > 0)) return undefined;
+  const p = hits / n;
+  const z2 = z * z;
+  const centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const half = (z / (1 + z2 / n)) * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n));
+  // At 0 of n or n of n the bound is the point itself; rounding must not put it on the wrong side.
+  return [hits <= 0 ? 0 : Math.min(p, Math.max(0, centre - half)), hits >= n ? 1 : Math.max(p, Math.min(1, centre + half))];
+}

@@ -7,10 +7,12 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { findKind, kindOf } from "../questions/index.js";
+import { findKind, kindOf, unitsOf } from "../questions/index.js";
 import { loadJob, type Job } from "../records/job.js";
 import { isSummary, type UsageSummary } from "../records/usage.js";
+import { describeIdentity } from "../evaluator/evaluator.js";
 import { escapeHtml, displayPath } from "./html.js";
+import { num } from "./numbers.js";
 
 type FileRole = "answers" | "gold" | "job" | "compare";
 const ROLE_NAMES: Record<FileRole, string> = { answers: "Answers", gold: "Gold", job: "Job", compare: "Compared with" };
@@ -81,7 +83,10 @@ export function fillLevels(
   usage: UsageSummary | undefined,
   usagePath: string,
 ): void {
-  const missing = questions.filter((q) => findKind(q.type)?.levels && (!q.levels || q.levels.some((l, i) => l === q.labels[i])));
+  const missing = questions.filter((q) => {
+    const kind = findKind(q.type);
+    return !kind?.parts && kind?.levels && (!q.levels || q.levels.some((l, i) => l === q.labels[i]));
+  });
   if (missing.length === 0 || !usage?.job) return;
   let job: Job | undefined;
   for (const path of [usage.job, resolve(dirname(usagePath), usage.job)]) {
@@ -95,7 +100,7 @@ export function fillLevels(
   }
   if (!job) return;
   for (const q of missing) {
-    const asked = job.questions[q.name];
+    const asked = unitsOf(job.questions).get(q.name)?.question;
     const texts = asked?.type === q.type ? kindOf(asked).levels?.(asked) : undefined;
     if (!texts || texts.length !== q.labels.length) continue;
     const levels = q.levels ?? [...q.labels];
@@ -136,7 +141,9 @@ export function provenanceOf(
 export function provenanceRows(p: Provenance, options: { raw?: boolean } = {}): [string, string][] {
   const rows: [string, string][] = [];
   const model = p.model ? escapeHtml(p.model) : '<span class="muted">not recorded (no usage summary beside the answers, no model in the rows)</span>';
-  rows.push(["Model", `${model}${p.model_identity && p.model_identity !== p.model ? ` <span class="muted">(${escapeHtml(p.model_identity)})</span>` : ""}`]);
+  // The identity as a person names it ("local file model.gguf, 120 MB, chatml"), never the raw array resume compares.
+  const behind = p.model_identity ? describeIdentity(p.model_identity) : undefined;
+  rows.push(["Model", `${model}${behind && behind !== p.model ? ` <span class="muted">(${escapeHtml(behind)})</span>` : ""}`]);
   const c = p.calibration;
   let cal: string;
   if (c.state === "none") cal = "none: the model's own probabilities";
@@ -161,8 +168,8 @@ export function provenanceRows(p: Provenance, options: { raw?: boolean } = {}): 
 
 /** "temperature 1.94", "platt (temperature 1.21, per-option bias)", "batch": a method said once. */
 export function methodText(method: string, temperature: number): string {
-  if (method === "temperature") return `temperature ${temperature.toFixed(3)}`;
-  if (method === "platt") return `platt (temperature ${temperature.toFixed(3)} and a per-option bias)`;
+  if (method === "temperature") return `temperature ${num(temperature)}`;
+  if (method === "platt") return `platt (temperature ${num(temperature)} and a per-option bias)`;
   if (method === "none") return "none (raw answers were best)";
   return method;
 }

@@ -1,15 +1,11 @@
 /**
- * Suspect gold labels by confident learning (Northcutt, Jiang and Chuang,
- * "Confident Learning: Estimating Uncertainty in Dataset Labels", JAIR 2021).
- * People label wrong too: a gold row is suspect when the model's answer to it
- * is confidently another option. "Confidently" is per option, from the model's
- * own behaviour: option j's threshold t_j is the mean probability the model
- * gives j on the rows gold-labelled j. A row gold-labelled i counts as
- * confidently labelled j when p_j >= t_j (the most probable such j when
- * several pass); it is a suspect when that j is not i (an off-diagonal cell of
- * the confident joint). Suspects are ranked by margin, p_j - p_i, the most
- * confident contradiction first, then by p_j, question and id, so the order
- * never depends on the order of the rows.
+ * Suspect gold labels (`assess --suspects`): people label wrong too. Which
+ * rows are suspect is confident learning's call (confident-learning.ts, by
+ * the method chosen); this module holds one question's suspects at a time
+ * compactly, ranks them and writes them out. The rank is the margin
+ * p(model's label) - p(gold label), where the model's label is its most
+ * probable option: largest first, then the higher p(model's label), then
+ * question and id, so the order never depends on the order of the rows.
  */
 import { createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -18,6 +14,15 @@ import { displayLabels, QualityInputError } from "./answers.js";
 import type { Rows } from "./rows.js";
 import { csvCell, csvLine } from "./csv-line.js";
 import { orderBy } from "./metrics.js";
+import { findSuspects, SUSPECT_METHODS, type SuspectMethod } from "./confident-learning.js";
+
+export { SUSPECT_METHODS, type SuspectMethod } from "./confident-learning.js";
+
+/** The method `assess --suspects` uses unless told otherwise (bench/suspects.bench.ts, docs/quality.md). */
+export const DEFAULT_SUSPECT_METHOD: SuspectMethod = "confident-joint";
+
+/** What every suspect list is sorted by, largest first, as the JSON names it. */
+export const SORT_KEY = "margin";
 
 /** One suspect gold row, as the file and the report show it. */
 export interface SuspectRow {
@@ -25,46 +30,79 @@ export interface SuspectRow {
   question: string;
   /** The gold label, as people read it (no/yes for a noul, "2: angry" for a score level with text). */
   gold: string;
-  /** The option the model confidently gives instead. */
+  /** The model's most probable option. */
   model_label: string;
   /** The model's probability of its label. */
   probability: number;
   /** The model's probability of the gold label. */
   gold_probability: number;
-  /** probability - gold_probability: the ranking key. */
+  /** probability - gold_probability, always above 0: the sort key. */
   margin: number;
 }
 
-/** Per question: how many gold rows are suspect, and the per-option thresholds that decided it. */
+/** Per question: how many gold rows are suspect, what confident learning estimated, and the most suspect rows. */
 export interface QuestionSuspects {
   question: string;
   type: QuestionInfo["type"];
   rows: number;
   suspects: number;
   share: number;
+  /** 1 - trace(Q): the share of this question's gold labels confident learning estimates to be wrong. */
+  estimated_noise: number;
   /** Option -> t_j, the mean probability of j on rows gold-labelled j; null when no row is gold-labelled j (j is never a confident label). */
   thresholds: Record<string, number | null>;
+  /** This question's most suspect rows (up to `TOP`), largest margin first. */
+  top: SuspectRow[];
 }
 
 /** What `assess --suspects` adds to the assessment. */
 export interface SuspectSummary {
-  method: "confident learning";
+  method: SuspectMethod;
+  /** The field every list is sorted by, largest first. */
+  sort_key: typeof SORT_KEY;
   total: number;
   /** The file every suspect was written to, when one was named. */
   file?: string;
   questions: QuestionSuspects[];
-  /** The most confident suspects (up to `TOP`), in file order. */
-  top: SuspectRow[];
 }
 
-/** How many suspects the JSON, text and HTML show; the file holds all. */
-export const TOP = 20;
+/** How many suspects of each question the JSON, text and HTML show; the file holds all. */
+export const TOP = 10;
 
-/** One question's suspects, held compactly (a million-row gold file can give hundreds of thousands). */
-interface Found {
+/**
+ * Gold ids by gold row (what `Rows.ref` points at), as a few long strings
+ * and an end offset each: a million ids held as a million strings cost about
+ * three times the memory, and every collection walks them.
+ */
+export class GoldIds {
+  /** Ids per block: a block's joined ids stay far below V8's longest string whatever the ids' length. */
+  private static readonly BLOCK = 4096;
+  private readonly blocks: string[] = [];
+  private readonly ends: Int32Array;
+  constructor(ids: readonly string[]) {
+    this.ends = new Int32Array(ids.length);
+    for (let b = 0; b < ids.length; b += GoldIds.BLOCK) {
+      const part = ids.slice(b, b + GoldIds.BLOCK);
+      let end = 0;
+      part.forEach((id, i) => {
+        end += id.length;
+        this.ends[b + i] = end;
+      });
+      this.blocks.push(part.join(""));
+    }
+  }
+  /** The id of gold row `i`. */
+  at(i: number): string {
+    const start = i % GoldIds.BLOCK === 0 ? 0 : (this.ends[i - 1] as number);
+    return (this.blocks[Math.floor(i / GoldIds.BLOCK)] as string).slice(start, this.ends[i]);
+  }
+}
+
+/** One question's suspects, held compactly and already in rank order (a million-row gold file can give hundreds of thousands). */
+interface Held {
   info: QuestionInfo;
   labels: string[];
-  ids: readonly string[];
+  /** Each suspect's gold row (an index into the gold ids). */
   ref: Int32Array;
   gold: Int32Array;
   label: Int32Array;
@@ -72,162 +110,151 @@ interface Found {
   pGold: Float64Array;
 }
 
-/** The confident-learning thresholds t_j of one question's rows; NaN where no row is gold-labelled j. */
-export function confidentThresholds(rows: Pick<Rows, "n" | "k" | "p" | "y">): Float64Array {
-  const { n, k, p, y } = rows;
-  const sum = new Float64Array(k);
-  const count = new Float64Array(k);
-  for (let r = 0; r < n; r++) {
-    const g = y[r] as number;
-    sum[g]! += p[r * k + g] as number;
-    count[g]! += 1;
-  }
-  return sum.map((s, j) => ((count[j] as number) > 0 ? s / (count[j] as number) : Number.NaN));
-}
-
 /** Gathers suspects question by question while the assessment holds each question's rows. */
 export class Suspects {
-  private readonly found: Found[] = [];
-  private readonly perQuestion: QuestionSuspects[] = [];
-  private order: { q: Int32Array; at: Int32Array } | undefined;
+  private readonly held: Held[] = [];
+  private readonly perQuestion: Omit<QuestionSuspects, "top">[] = [];
+  private ids = new GoldIds([]);
   file: string | undefined;
 
-  /** Finds the suspects among one question's rows; `ids` names each row's gold row (`rows.ref`). */
-  add(info: QuestionInfo, rows: Rows, ids: readonly string[]): void {
+  constructor(readonly method: SuspectMethod = DEFAULT_SUSPECT_METHOD) {
+    if (!SUSPECT_METHODS.includes(method)) throw new QualityInputError(`unknown suspects method ${method}; use ${SUSPECT_METHODS.join(" or ")}`);
+  }
+
+  /** Takes the gold ids by gold row (what `Rows.ref` points at), before the first `add`; keeps them compactly. */
+  nameRows(ids: readonly string[]): void {
+    this.ids = new GoldIds(ids);
+  }
+
+  /** Finds the suspects among one question's rows. */
+  add(info: QuestionInfo, rows: Rows): void {
     const { n, k, p, y } = rows;
-    const t = confidentThresholds(rows);
-    const hits: number[] = [];
-    const labels: number[] = [];
-    for (let r = 0; r < n; r++) {
-      let best = -1;
-      let bestP = -1;
-      for (let j = 0; j < k; j++) {
-        const pj = p[r * k + j] as number;
-        // NaN (no row gold-labelled j) never passes.
-        if (pj >= (t[j] as number) && pj > bestP) {
-          best = j;
-          bestP = pj;
-        }
-      }
-      if (best >= 0 && best !== y[r]) {
-        hits.push(r);
-        labels.push(best);
-      }
-    }
-    const m = hits.length;
-    const found: Found = {
+    const ids = this.ids;
+    const found = findSuspects(rows, this.method, { hi: rows.hi, lo: rows.lo });
+    const m = found.rows.length;
+    const held: Held = {
       info,
       labels: displayLabels(info),
-      ids,
       ref: new Int32Array(m),
       gold: new Int32Array(m),
-      label: Int32Array.from(labels),
+      label: new Int32Array(m),
       p: new Float64Array(m),
       pGold: new Float64Array(m),
     };
-    hits.forEach((r, i) => {
-      found.ref[i] = rows.ref[r] as number;
-      found.gold[i] = y[r] as number;
-      found.p[i] = p[r * k + (labels[i] as number)] as number;
-      found.pGold[i] = p[r * k + (y[r] as number)] as number;
-    });
-    this.found.push(found);
-    this.order = undefined;
+    const margin = new Float64Array(m);
+    for (let i = 0; i < m; i++) {
+      const r = found.rows[i] as number;
+      let best = 0;
+      for (let j = 1; j < k; j++) if ((p[r * k + j] as number) > (p[r * k + best] as number)) best = j;
+      held.ref[i] = rows.ref[r] as number;
+      held.gold[i] = y[r] as number;
+      held.label[i] = best;
+      held.p[i] = p[r * k + best] as number;
+      held.pGold[i] = p[r * k + (y[r] as number)] as number;
+      margin[i] = (held.p[i] as number) - (held.pGold[i] as number);
+    }
+    // By margin, descending (a radix sort); a run of equal margins by p(model's label), descending, then id.
+    const order = orderBy(margin, true);
+    const idOf = (i: number) => ids.at(held.ref[i] as number);
+    for (let start = 0; start < m; ) {
+      let end = start + 1;
+      while (end < m && margin[order[end] as number] === margin[order[start] as number]) end++;
+      if (end - start > 1) order.subarray(start, end).sort((a, b) => (held.p[b] as number) - (held.p[a] as number) || compareText(idOf(a), idOf(b)));
+      start = end;
+    }
+    held.ref = held.ref.map((_, at) => held.ref[order[at] as number] as number);
+    held.gold = held.gold.map((_, at) => held.gold[order[at] as number] as number);
+    held.label = held.label.map((_, at) => held.label[order[at] as number] as number);
+    held.p = held.p.map((_, at) => held.p[order[at] as number] as number);
+    held.pGold = held.pGold.map((_, at) => held.pGold[order[at] as number] as number);
+    this.held.push(held);
+    let trace = 0;
+    for (let j = 0; j < k; j++) trace += found.joint[j * k + j] as number;
+    const t = found.thresholds;
     this.perQuestion.push({
       question: info.name,
       type: info.type,
       rows: n,
       suspects: m,
       share: n > 0 ? m / n : 0,
+      estimated_noise: n > 0 ? 1 - trace / n : 0,
       thresholds: Object.fromEntries(info.labels.map((l, j) => [l, Number.isNaN(t[j] as number) ? null : (t[j] as number)])),
     });
   }
 
-  /** Every suspect, most confident first: (question index, position) pairs. */
-  private ranked(): { q: Int32Array; at: Int32Array } {
-    if (this.order) return this.order;
-    const total = this.found.reduce((s, f) => s + f.ref.length, 0);
-    const idx = new Int32Array(total);
-    const qOf = new Int32Array(total);
-    const atOf = new Int32Array(total);
-    let i = 0;
-    this.found.forEach((f, q) => {
-      for (let a = 0; a < f.ref.length; a++, i++) {
-        idx[i] = i;
-        qOf[i] = q;
-        atOf[i] = a;
-      }
-    });
-    const margin = (x: number) => {
-      const f = this.found[qOf[x] as number] as Found;
-      const a = atOf[x] as number;
-      return (f.p[a] as number) - (f.pGold[a] as number);
-    };
-    const margins = Float64Array.from(idx, margin);
-    const prob = Float64Array.from(idx, (x) => (this.found[qOf[x] as number] as Found).p[atOf[x] as number] as number);
-    const id = (x: number) => {
-      const f = this.found[qOf[x] as number] as Found;
-      return f.ids[f.ref[atOf[x] as number] as number] as string;
-    };
-    // By margin, then probability, both descending (radix sorts: a comparison sort of two million suspects took seconds);
-    // then each run that ties on both by question and id, so the order never depends on the rows'.
-    const order = orderBy(margins, true, orderBy(prob, true));
-    for (let start = 0; start < order.length; ) {
-      let end = start + 1;
-      const first = order[start] as number;
-      while (end < order.length && margins[order[end] as number] === margins[first] && prob[order[end] as number] === prob[first]) end++;
-      if (end - start > 1)
-        order
-          .subarray(start, end)
-          .sort(
-            (a, b) =>
-              compareText((this.found[qOf[a] as number] as Found).info.name, (this.found[qOf[b] as number] as Found).info.name) || compareText(id(a), id(b)),
-          );
-      start = end;
-    }
-    this.order = { q: permuted(order, qOf), at: permuted(order, atOf) };
-    return this.order;
-  }
-
-  /** The i-th most confident suspect. */
+  /** The suspect at rank `at` of question `q`. */
   private row(q: number, at: number): SuspectRow {
-    const f = this.found[q] as Found;
-    const p = f.p[at] as number;
-    const pGold = f.pGold[at] as number;
+    const h = this.held[q] as Held;
+    const p = h.p[at] as number;
+    const pGold = h.pGold[at] as number;
     return {
-      id: f.ids[f.ref[at] as number] as string,
-      question: f.info.name,
-      gold: f.labels[f.gold[at] as number] as string,
-      model_label: f.labels[f.label[at] as number] as string,
+      id: this.ids.at(h.ref[at] as number),
+      question: h.info.name,
+      gold: h.labels[h.gold[at] as number] as string,
+      model_label: h.labels[h.label[at] as number] as string,
       probability: p,
       gold_probability: pGold,
       margin: p - pGold,
     };
   }
 
-  /** The first `limit` suspects, most confident first. */
+  /**
+   * Every suspect, most suspect first across questions: each question's list
+   * is in rank order already, so this merges them (the question's name breaks
+   * a tie on margin and probability, then the id).
+   */
+  private *merged(): Generator<[number, number]> {
+    const next = this.held.map(() => 0);
+    for (;;) {
+      let best = -1;
+      for (let q = 0; q < this.held.length; q++) {
+        if ((next[q] as number) >= (this.held[q] as Held).ref.length) continue;
+        if (best < 0 || this.before(q, next[q] as number, best, next[best] as number)) best = q;
+      }
+      if (best < 0) return;
+      yield [best, next[best] as number];
+      next[best]! += 1;
+    }
+  }
+
+  /** Whether question a's suspect at rank i comes before question b's at rank j. */
+  private before(a: number, i: number, b: number, j: number): boolean {
+    const x = this.held[a] as Held;
+    const y = this.held[b] as Held;
+    const mx = (x.p[i] as number) - (x.pGold[i] as number);
+    const my = (y.p[j] as number) - (y.pGold[j] as number);
+    if (mx !== my) return mx > my;
+    if (x.p[i] !== y.p[j]) return (x.p[i] as number) > (y.p[j] as number);
+    return (compareText(x.info.name, y.info.name) || compareText(this.ids.at(x.ref[i] as number), this.ids.at(y.ref[j] as number))) < 0;
+  }
+
+  /** Every suspect, most suspect first across questions (for a file; the summary keeps each question's own top). */
   rows(limit = Number.POSITIVE_INFINITY): SuspectRow[] {
-    const { q, at } = this.ranked();
     const out: SuspectRow[] = [];
-    for (let i = 0; i < q.length && i < limit; i++) out.push(this.row(q[i] as number, at[i] as number));
+    for (const [q, at] of this.merged()) {
+      if (out.length >= limit) break;
+      out.push(this.row(q, at));
+    }
     return out;
   }
 
   summary(): SuspectSummary {
-    const total = this.found.reduce((s, f) => s + f.ref.length, 0);
     return {
-      method: "confident learning",
-      total,
+      method: this.method,
+      sort_key: SORT_KEY,
+      total: this.held.reduce((s, h) => s + h.ref.length, 0),
       ...(this.file !== undefined ? { file: this.file } : {}),
-      questions: this.perQuestion,
-      top: this.rows(TOP),
+      questions: this.perQuestion.map((q, i) => {
+        const h = this.held[i] as Held;
+        return { ...q, top: Array.from({ length: Math.min(TOP, h.ref.length) }, (_, at) => this.row(i, at)) };
+      }),
     };
   }
 
   /**
-   * Writes every suspect, most confident first, as CSV (`.csv`) or JSONL
-   * (anything else), under a temporary name renamed at the end: a failure
-   * leaves no half-written file.
+   * Writes every suspect, most suspect first, as CSV (`.csv`) or JSONL
+   * (anything else), each row naming the method, under a temporary name
+   * renamed at the end: a failure leaves no half-written file.
    */
   async write(path: string): Promise<void> {
     const csv = /\.csv$/i.test(path);
@@ -243,28 +270,29 @@ export class Suspects {
     const put = async (text: string) => {
       if (!out.write(text)) await Promise.race([new Promise<void>((resolve) => out.once("drain", () => resolve())), failed]);
     };
-    const columns: (keyof SuspectRow)[] = ["id", "question", "gold", "model_label", "probability", "gold_probability", "margin"];
+    const columns = [...SUSPECT_COLUMNS, "method"];
     try {
       if (csv) await put(csvLine(columns));
-      const { q, at } = this.ranked();
       // A question's name and labels as CSV cells, quoted once rather than on each of a million lines.
-      const cellsOf = this.found.map((f) => ({ question: csvCell(f.info.name), labels: f.labels.map(csvCell) }));
+      const cellsOf = this.held.map((h) => ({ question: csvCell(h.info.name), labels: h.labels.map(csvCell) }));
+      const method = csvCell(this.method);
       const chunk: string[] = [];
-      for (let i = 0; i < q.length; i++) {
-        const r = this.row(q[i] as number, at[i] as number);
+      for (const [q, at] of this.merged()) {
+        const h = this.held[q] as Held;
+        const p = h.p[at] as number;
+        const pGold = h.pGold[at] as number;
         if (csv) {
-          const c = cellsOf[q[i] as number] as { question: string; labels: string[] };
-          const f = this.found[q[i] as number] as Found;
-          const a = at[i] as number;
+          const c = cellsOf[q] as { question: string; labels: string[] };
           chunk.push(
-            `${csvCell(r.id)},${c.question},${c.labels[f.gold[a] as number]},${c.labels[f.label[a] as number]},${r.probability},${r.gold_probability},${r.margin}\n`,
+            `${csvCell(this.ids.at(h.ref[at] as number))},${c.question},${c.labels[h.gold[at] as number]},${c.labels[h.label[at] as number]},${p},${pGold},${p - pGold},${method}\n`,
           );
-        } else chunk.push(`${JSON.stringify(r)}\n`);
-        if (chunk.length === 1000 || i === q.length - 1) {
+        } else chunk.push(`${JSON.stringify({ ...this.row(q, at), method: this.method })}\n`);
+        if (chunk.length === 1000) {
           await put(chunk.join(""));
           chunk.length = 0;
         }
       }
+      if (chunk.length > 0) await put(chunk.join(""));
       await Promise.race([new Promise<void>((resolve) => out.end(resolve)), failed]);
       renameSync(partial, path);
     } catch (error) {
@@ -276,25 +304,31 @@ export class Suspects {
   }
 }
 
+/** The columns of a suspects file, in order, before `method`. */
+export const SUSPECT_COLUMNS: readonly (keyof SuspectRow)[] = ["id", "question", "gold", "model_label", "probability", "gold_probability", "margin"];
+
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** `from` permuted by `order`. */
-function permuted(order: Int32Array, from: Int32Array): Int32Array {
-  return Int32Array.from(order, (i) => from[i] as number);
-}
+/** A probability or margin for the terminal. */
+const fixed = (x: number) => x.toFixed(3);
 
-/** The suspects part of the terminal table. */
+/** The suspects part of the terminal table: per question, its count and its own most suspect rows with their margin. */
 export function describeSuspects(s: SuspectSummary): string {
   const lines = [
     "",
-    `suspect gold labels (confident learning): ${s.total}${s.file ? `, all written to ${s.file}` : ""}`,
-    ...s.questions.map((q) => `  ${q.question.padEnd(22)} ${String(q.suspects).padStart(6)} of ${q.rows} gold rows (${(q.share * 100).toFixed(1)}%)`),
+    `suspect gold labels (${s.method}; each list sorted by margin = p(model's label) - p(gold label)): ${s.total}${s.file ? `, all written to ${s.file}` : ""}`,
   ];
-  if (s.top.length > 0) {
-    lines.push(`  most confident${s.total > s.top.length ? ` ${s.top.length}` : ""}: id, question: gold -> model (probability)`);
-    for (const r of s.top) lines.push(`    ${r.id}, ${r.question}: ${r.gold} -> ${r.model_label} (${r.probability.toFixed(3)})`);
+  for (const q of s.questions) {
+    lines.push(
+      `  ${q.question}: ${q.suspects} of ${q.rows} gold rows (${(q.share * 100).toFixed(1)}%); confident learning estimates ${(q.estimated_noise * 100).toFixed(1)}% of its gold labels wrong`,
+    );
+    if (q.top.length === 0) continue;
+    lines.push("    margin  id: gold -> model (p model, p gold)");
+    for (const r of q.top)
+      lines.push(`    ${fixed(r.margin)}   ${r.id}: ${r.gold} -> ${r.model_label} (${fixed(r.probability)}, ${fixed(r.gold_probability)})`);
+    if (q.suspects > q.top.length) lines.push(`    ... ${q.suspects - q.top.length} more${s.file ? ` in ${s.file}` : " (name a file with --suspects FILE)"}`);
   }
   return lines.join("\n");
 }

@@ -1,7 +1,7 @@
 /** The choice question: one option of up to 255, answered with a probability per option. */
 import { Type, type Static } from "@sinclair/typebox";
 import { argmax, assertNoNaN, checkLengths, clamp01 } from "./distribution.js";
-import { confidenceViolations, inline, isObject, labelFields, labelsFromColumns, probabilityViolations, type QuestionKind } from "./kind.js";
+import { confidenceViolations, inline, isObject, labelFields, labelsFromColumns, probabilityViolations, type DistributionKind } from "./kind.js";
 import { Confidence, instructions, MapOf, NullableContent, Probability } from "./wire.js";
 
 /** The most options a choice may have (spec section 8). */
@@ -61,7 +61,7 @@ export function choiceAnswer(options: readonly string[], probabilities: readonly
   };
 }
 
-export const choice: QuestionKind<ChoiceQuestion, ChoiceAnswer> = {
+export const choice: DistributionKind<ChoiceQuestion, ChoiceAnswer> = {
   type: "choice",
   question: ChoiceQuestion,
   answer: ChoiceAnswer,

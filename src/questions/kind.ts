@@ -4,7 +4,14 @@
  * to its report panels. Code outside `src/questions` asks a type object
  * (through the registry in `index.ts`) and never switches on a type's name.
  *
- * A question's labels are its answer distribution's order: ["false", "true"]
+ * A type's answer is either one distribution over labels (`DistributionKind`:
+ * the spec's three) or made of parts (`PartsKind`: a multi-label question is
+ * one yes/no per option), each part a question of a distribution type. What
+ * is asked, assessed, calibrated, thresholded, routed to review and exported
+ * on its own is a *unit*: a question of a distribution type, or one part of a
+ * question with parts, named `<question>.<part>` (`unitsOf` in `index.ts`).
+ *
+ * A unit's labels are its answer distribution's order: ["false", "true"]
  * for a noul, the option names for a choice, "0".."k-1" for a score. Every
  * distribution in the code (readout, calibration, columns, quality) is in
  * that order.
@@ -60,18 +67,23 @@ export interface ValueAxis {
   psiBasis(info: { labels: string[] }, bins: number): string;
 }
 
-/** A question type: Q is its question and A its answer as they travel on the wire. */
-export interface QuestionKind<Q extends { type: string }, A extends { type: string }> {
-  /** The `type` tag of the question and its answer, and the suffix of its main output column. */
+/** What every question type has: its tag, its schemas and its consistency rules. Q is its question and A its answer. */
+interface KindBase<Q extends { type: string }, A extends { type: string }> {
+  /** The `type` tag of the question and its answer, and (for a distribution type) the suffix of its main output column. */
   readonly type: Q["type"];
-  /** Wire schemas (each with an `$id`: the OpenAPI document names them). */
+  /** Schemas (each with an `$id`: the OpenAPI document names the spec's). */
   readonly question: TSchema & { static: Q };
   readonly answer: TSchema & { static: A };
-
   /** Every way `answer` breaks the consistency rules (spec 2.7) for `question`; `where` names it. */
   violations(where: string, question: Q, answer: A): string[];
+}
 
-  /** How the model replies to a question of this type, in the system text every prompt shares ("the level number for a rating"). */
+/** A type whose answer is one distribution over its labels: how it is asked, read, calibrated, exported and assessed. */
+export interface DistributionKind<Q extends { type: string }, A extends { type: string }> extends KindBase<Q, A> {
+  /** A distribution type has no parts: it is its own unit. */
+  readonly parts?: undefined;
+
+  /** How the model replies to a question of this type, in the system text of every request that asks the type ("the level number for a rating"). */
   readonly replyHint: string;
   /** The instructions used when the question gives none. */
   readonly defaultInstructions: string;
@@ -114,6 +126,38 @@ export interface QuestionKind<Q extends { type: string }, A extends { type: stri
   /** The description a labeling tool shows beside a label. */
   hint(question: Q, label: string): Content | null | undefined;
 }
+
+/**
+ * A type whose answer has parts: each part is a question of a distribution
+ * type (a multi-label question's part is a noul per option), asked, read,
+ * calibrated, assessed, thresholded, routed to review and exported as that
+ * question under the unit name `<question>.<part>`. Its prompt, labels and
+ * columns are its parts'; the type itself says only how a question splits
+ * into parts and how their answers make its own.
+ */
+export interface PartsKind<
+  Q extends { type: string },
+  A extends { type: string },
+  PQ extends { type: string } = { type: string },
+  PA extends { type: string } = { type: string },
+> extends KindBase<Q, A> {
+  readonly parts: {
+    /** The parts of a question in answer order: a name (unique within the question) and a question of a registered distribution type. */
+    of(question: Q): [string, PQ][];
+    /** The answer made of the parts' answers, given in the order of `of`. */
+    join(question: Q, answers: readonly PA[]): A;
+    /** An answer's parts by name, each an answer of its part's type: from the answer alone (the quality tools meet answers without their questions). */
+    split(answer: A): [string, PA][];
+  };
+}
+
+/** A question type: one distribution, or parts. */
+export type QuestionKind<
+  Q extends { type: string },
+  A extends { type: string },
+  PQ extends { type: string } = { type: string },
+  PA extends { type: string } = { type: string },
+> = DistributionKind<Q, A> | PartsKind<Q, A, PQ, PA>;
 
 /** How far a probability map's sum may stray from 1 ("approximately 1"). */
 export const SUM_TOLERANCE = 1e-6;

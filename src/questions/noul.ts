@@ -1,7 +1,7 @@
 /** The noul question: yes or no, answered with the probability of yes. */
 import { Type, type Static } from "@sinclair/typebox";
 import { assertNoNaN, clamp01 } from "./distribution.js";
-import { inline, inUnitInterval, type QuestionKind } from "./kind.js";
+import { inline, inUnitInterval, type DistributionKind } from "./kind.js";
 import { instructions, NullableContent, Probability } from "./wire.js";
 
 export const NoulCriteria = Type.Object(
@@ -44,7 +44,7 @@ export function noulAnswer(pYes: number): NoulAnswer {
 const YES = new Set(["true", "yes", "1", "y", "t"]);
 const NO = new Set(["false", "no", "0", "n", "f"]);
 
-export const noul: QuestionKind<NoulQuestion, NoulAnswer> = {
+export const noul: DistributionKind<NoulQuestion, NoulAnswer> = {
   type: "noul",
   question: NoulQuestion,
   answer: NoulAnswer,

@@ -2,7 +2,16 @@
 import { isDeepStrictEqual } from "node:util";
 import { Type, type Static } from "@sinclair/typebox";
 import { argmax, assertNoNaN, checkLengths, clamp01 } from "./distribution.js";
-import { confidenceViolations, inline, isObject, labelFields, labelsFromColumns, probabilityViolations, type LabelInfo, type QuestionKind } from "./kind.js";
+import {
+  confidenceViolations,
+  inline,
+  isObject,
+  labelFields,
+  labelsFromColumns,
+  probabilityViolations,
+  type LabelInfo,
+  type DistributionKind,
+} from "./kind.js";
 import { Confidence, Content, instructions, MapOf, Probability } from "./wire.js";
 
 /** The most levels a score may have (spec section 8): labels are the digits 0-9. */
@@ -80,7 +89,7 @@ function levelLabel(a: ScoreAnswer): string {
 
 const levelKeys = (question: ScoreQuestion) => question.criteria.map((_, k) => String(k));
 
-export const score: QuestionKind<ScoreQuestion, ScoreAnswer> = {
+export const score: DistributionKind<ScoreQuestion, ScoreAnswer> = {
   type: "score",
   question: ScoreQuestion,
   answer: ScoreAnswer,

@@ -15,39 +15,43 @@
 import { describeIssues, InvocationError } from "../api/errors.js";
 import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
-import { SystemOneRequest } from "../api/schema.js";
-import { validateAgainst, validateRequest } from "../api/validate.js";
-import { ANSWER_COLUMN_SUFFIXES } from "../questions/index.js";
+import { evaluatorRequestSchema, type Question } from "../api/schema.js";
+import { validateAgainst, validateEvaluatorRequest } from "../api/validate.js";
+import { answerColumnSuffixes, findKind, unitName, unitsOf, type Unit } from "../questions/index.js";
+import { missingJobHint } from "../records/bundled-jobs.js";
 
-const JobSchema = Type.Object(
-  {
-    description: Type.Optional(Type.String()),
-    model: Type.Optional(Type.String()),
-    state: Type.Optional(Type.String({ description: "Field or dotted path of the state; omit for the whole record." })),
-    id: Type.Optional(Type.String({ description: "Field holding the record id; omit for the line number." })),
-    keep: Type.Optional(Type.Array(Type.String(), { description: "Record fields copied into each output row." })),
-    calibration: Type.Optional(Type.String({ description: 'A calibration file (typed-eval calibrate), relative to the job file, or "batch".' })),
-    review_below: Type.Optional(
-      Type.Union(
-        [
-          Type.Number({ minimum: 0, maximum: 1 }),
-          Type.Unsafe<Record<string, number>>({ type: "object", additionalProperties: Type.Number({ minimum: 0, maximum: 1 }) }),
-        ],
-        {
-          description: "Send a row to review when a question's top-label probability is below this (one number for every question, or per question).",
-        },
+/** A job file's fields; its questions may be of any registered type (those registered in process too), so the schema is built when a job is read. */
+const jobSchema = () =>
+  Type.Object(
+    {
+      description: Type.Optional(Type.String()),
+      model: Type.Optional(Type.String()),
+      state: Type.Optional(Type.String({ description: "Field or dotted path of the state; omit for the whole record." })),
+      id: Type.Optional(Type.String({ description: "Field holding the record id; omit for the line number." })),
+      keep: Type.Optional(Type.Array(Type.String(), { description: "Record fields copied into each output row." })),
+      calibration: Type.Optional(Type.String({ description: 'A calibration file (typed-eval calibrate), relative to the job file, or "batch".' })),
+      review_below: Type.Optional(
+        Type.Union(
+          [
+            Type.Number({ minimum: 0, maximum: 1 }),
+            Type.Unsafe<Record<string, number>>({ type: "object", additionalProperties: Type.Number({ minimum: 0, maximum: 1 }) }),
+          ],
+          {
+            description: "Send a row to review when a question's top-label probability is below this (one number for every question, or per question or part).",
+          },
+        ),
       ),
-    ),
-    audit_sample: Type.Optional(
-      Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String()], { description: 'Share of accepted rows sampled for audit: 0.01 or "1%".' }),
-    ),
-    questions: SystemOneRequest.properties.questions,
-  },
-  // Unknown fields are reported by parseJob, which names the known ones.
-  { additionalProperties: true },
-);
+      audit_sample: Type.Optional(
+        Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.String()], { description: 'Share of accepted rows sampled for audit: 0.01 or "1%".' }),
+      ),
+      questions: evaluatorRequestSchema().properties.questions,
+    },
+    // Unknown fields are reported by parseJob, which names the known ones.
+    { additionalProperties: true },
+  );
 
-export type Job = Static<typeof JobSchema> & { model: string };
+type JobFile = Omit<Static<ReturnType<typeof jobSchema>>, "questions"> & { questions: Record<string, Question> };
+export type Job = JobFile & { model: string };
 
 /** Columns every CSV output and review file has besides kept fields and answers. */
 export const BUILT_IN_COLUMNS = ["id", "line", "source", "model", "input_tokens", "output_tokens", "dedup_of", "review_reason", "audit"];
@@ -59,7 +63,8 @@ export class JobError extends InvocationError {
 /** Checks a parsed job file; `origin` names it in messages. */
 export function parseJob(json: unknown, origin: string): Job {
   const problems: string[] = [];
-  const result = validateAgainst<Static<typeof JobSchema>>(JobSchema, json, []);
+  const JobSchema = jobSchema();
+  const result = validateAgainst<JobFile>(JobSchema, json, []);
   if (!result.ok) {
     problems.push(...result.errors.map((e) => describeIssues([e])));
   }
@@ -71,11 +76,23 @@ export function parseJob(json: unknown, origin: string): Job {
   }
   if (problems.length === 0 && result.ok) {
     // The questions must also make a valid request (the same checks the API applies).
-    const probe = validateRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
+    const probe = validateEvaluatorRequest({ state: "", model: result.value.model ?? "default", questions: result.value.questions });
     if (!probe.ok) for (const e of probe.errors) problems.push(`${e.loc.slice(1).join(".")}: ${e.msg}`);
+    const questions = result.value.questions;
+    // A part's unit is named <question>.<part>: a question of that name would share its columns, calibration and review threshold.
+    if (probe.ok) {
+      for (const [name, question] of Object.entries(questions)) {
+        for (const [part] of findKind(question)?.parts?.of(question) ?? []) {
+          const unit = unitName(name, part);
+          if (Object.hasOwn(questions, unit))
+            problems.push(`questions.${unit}: the name of a part of ${name} (its columns are ${unit}.*); rename the question`);
+        }
+      }
+    }
+    const units: ReadonlyMap<string, Unit> = probe.ok && problems.length === 0 ? unitsOf(questions) : new Map();
     const keep = result.value.keep ?? [];
     const builtIn = new Set(BUILT_IN_COLUMNS);
-    for (const name of Object.keys(result.value.questions)) for (const suffix of ANSWER_COLUMN_SUFFIXES) builtIn.add(`${name}.${suffix}`);
+    for (const name of units.keys()) for (const suffix of answerColumnSuffixes()) builtIn.add(`${name}.${suffix}`);
     keep.forEach((field, i) => {
       if (keep.indexOf(field) !== i) problems.push(`keep: "${field}" is listed twice`);
       else if (builtIn.has(field) || /\.(p|raw)\./.test(field))
@@ -88,8 +105,8 @@ export function parseJob(json: unknown, origin: string): Job {
     const review = result.value.review_below;
     if (review !== undefined && typeof review === "object") {
       for (const name of Object.keys(review)) {
-        if (!Object.hasOwn(result.value.questions, name))
-          problems.push(`review_below.${name}: no such question; the questions are ${Object.keys(result.value.questions).join(", ")}`);
+        if (!Object.hasOwn(questions, name) && !units.has(name))
+          problems.push(`review_below.${name}: no such question or part; the questions are ${Object.keys(questions).join(", ")}`);
       }
     }
     for (const path of [result.value.state, result.value.id, ...(result.value.keep ?? [])]) {
@@ -100,7 +117,7 @@ export function parseJob(json: unknown, origin: string): Job {
     const list = [...new Set(problems)];
     throw new JobError(`${origin}: ${list.length} problem${list.length > 1 ? "s" : ""}:\n  ${list.join("\n  ")}`);
   }
-  const job = result.ok ? result.value : (json as Static<typeof JobSchema>);
+  const job = result.ok ? result.value : (json as JobFile);
   return { ...job, model: job.model ?? "default" };
 }
 
@@ -110,7 +127,7 @@ export function loadJob(path: string): Job {
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
-    throw new JobError(`cannot read job file ${path}: ${(error as Error).message}`);
+    throw new JobError(`cannot read job file ${path}: ${(error as Error).message}${missingJobHint(path)}`);
   }
   let json: unknown;
   try {

@@ -9,16 +9,25 @@
  * numbers (text beyond 2^53), timestamps ISO-8601 text, binary base64.
  */
 import { open } from "node:fs/promises";
-import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { storageCall } from "./s3.js";
+import type { S3Client } from "@aws-sdk/client-s3";
+import { getPinned, type ObjectVersion, storageCall } from "./s3.js";
 import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData, type RowGroup } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
 import type { SourceItem } from "./source.js";
-import { SourceError } from "../api/verdict.js";
+import { InvocationError } from "../api/errors.js";
+import { InputChangedError, SourceError, StorageError } from "../api/verdict.js";
+import { assertPathUnchanged, assertSameFile, type FileIdentity, identityOf } from "./file-identity.js";
 
 /** A Parquet file's bytes by range; `close` releases what it holds. */
 export interface RangedFile extends AsyncBuffer {
   close(): Promise<void>;
+  /** Throws `InputChangedError` when the file is no longer the one read (called after its last row group). */
+  verify?(): Promise<void>;
+}
+
+/** Errors that are not the bytes' fault and keep their own verdict: the input changed, the store failed, a setting is wrong. */
+function ownVerdict(error: unknown): boolean {
+  return error instanceof InputChangedError || error instanceof StorageError || error instanceof InvocationError;
 }
 
 /** Reading a byte range failed (a disk or network error), as opposed to the bytes not being Parquet. */
@@ -32,36 +41,54 @@ function marked(file: RangedFile): AsyncBuffer {
       try {
         return await file.slice(start, end);
       } catch (error) {
+        if (ownVerdict(error)) throw error;
         throw new ReadFailure(`reading bytes ${start}-${end}: ${(error as Error).message}`);
       }
     },
   };
 }
 
-/** A local file read by ranges through one file handle. */
-export async function localRanges(path: string): Promise<RangedFile> {
+/**
+ * A local file read by ranges through one file handle, all of the file
+ * `seen` describes (by default, the one opened): checked when it is opened,
+ * after every range and at the end (`InputChangedError` when it was replaced
+ * or modified meanwhile).
+ */
+export async function localRanges(path: string, seen?: FileIdentity): Promise<RangedFile> {
   const handle = await open(path, "r");
-  const { size } = await handle.stat();
+  const opened = identityOf(await handle.stat());
+  const was = seen ?? opened;
+  const unchanged = async () => assertSameFile(path, was, identityOf(await handle.stat()));
+  try {
+    assertSameFile(path, was, opened);
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+  const size = was.size;
   return {
     byteLength: size,
     slice: async (start, end = size) => {
       const bytes = new Uint8Array(end - start);
       const { bytesRead } = await handle.read(bytes, 0, bytes.length, start);
+      await unchanged();
       return bytesRead === bytes.length ? bytes.buffer : bytes.buffer.slice(0, bytesRead);
     },
     close: () => handle.close(),
+    verify: async () => assertPathUnchanged(path, was),
   };
 }
 
-/** An S3 object read by ranged GETs. */
-export function s3Ranges(client: S3Client, bucket: string, key: string, size: number): RangedFile {
+/** An S3 object read by ranged GETs, each of the version first seen (`InputChangedError` once it is replaced). */
+export function s3Ranges(client: S3Client, location: string, pinned: ObjectVersion): RangedFile {
+  const size = pinned.size;
   return {
     byteLength: size,
     slice: async (start, end = size) => {
       if (end <= start) return new ArrayBuffer(0);
       // The body is read inside the retried call: a reset mid-body refetches the range.
-      const bytes = await storageCall("reading", `s3://${bucket}/${key}`, async () => {
-        const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${start}-${end - 1}` }));
+      const bytes = await storageCall("reading", location, async (signal) => {
+        const got = await getPinned(client, location, pinned, { from: start, to: end - 1 }, signal);
         return (await got.Body?.transformToByteArray()) ?? new Uint8Array(0);
       });
       return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
@@ -137,6 +164,7 @@ export async function* parquetItems(
   try {
     opened = await openFile();
   } catch (error) {
+    if (ownVerdict(error)) throw error;
     throw new SourceError(`cannot read ${source}: ${(error as Error).message}`);
   }
   const file = marked(opened);
@@ -145,6 +173,7 @@ export async function* parquetItems(
     try {
       metadata = await parquetMetadataAsync(file);
     } catch (error) {
+      if (ownVerdict(error)) throw error;
       if (error instanceof ReadFailure) throw new SourceError(`cannot read ${source}: ${error.message}`);
       throw new SourceError(`${source} is not a Parquet file that can be read: ${(error as Error).message}`);
     }
@@ -163,6 +192,7 @@ export async function* parquetItems(
       try {
         rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, compressors, ...(columns ? { columns } : {}) });
       } catch (error) {
+        if (ownVerdict(error)) throw error;
         throw new SourceError(
           `${source}: row group ${g + 1} of ${metadata.row_groups.length} (rows ${start + 1}-${end}) cannot be read: ${(error as Error).message}`,
         );
@@ -177,6 +207,7 @@ export async function* parquetItems(
       }
       start = end;
     }
+    await opened.verify?.();
     advance(file.byteLength);
   } finally {
     await opened.close();

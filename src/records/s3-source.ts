@@ -1,17 +1,49 @@
 /** S3 inputs: `s3://bucket/key` reads one object; `s3://bucket/prefix/` every object under the prefix in key order, as one stream of records. */
 import { Readable } from "node:stream";
 import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { isMissingKey, keysUnder, objectBytes, parseS3, s3Client, storageCall } from "./s3.js";
+import { abortable, assertBucket, isMissingKey, keysUnder, type ListedObject, objectBytes, parseS3, s3Client, storageCall } from "./s3.js";
+import { InvocationError } from "../api/errors.js";
 import { StorageError, SourceError } from "../api/verdict.js";
 import { parquetItems, s3Ranges } from "./parquet.js";
 import type { Source, SourceItem } from "./source.js";
 import { formatOf, itemsOf, type InputFormat, type SourceOptions } from "./sources.js";
 
+/** The objects `location` names, as the listing or HEAD saw them: one key, or every data object under a prefix. */
+async function objectsAt(client: S3Client, location: string, onNote?: (message: string, keys: string[]) => void): Promise<ListedObject[]> {
+  const { bucket, key } = parseS3(location);
+  try {
+    if (key !== "" && !key.endsWith("/")) {
+      const head = await storageCall("reading", location, (signal) => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }), abortable(signal)));
+      return [{ key, size: head.ContentLength ?? 0, etag: head.ETag, versionId: head.VersionId }];
+    }
+    const listed = await keysUnder(client, bucket, key);
+    const markers = listed.markers;
+    if (markers.length > 0)
+      onNote?.(
+        `skipped ${markers.length} marker object${markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`,
+        markers,
+      );
+    if (listed.keys.length === 0)
+      throw new SourceError(`no data objects under ${location}${markers.length ? ` (only markers: ${markers.join(", ")})` : ""}`, { absent: true });
+    return listed.keys;
+  } catch (error) {
+    // A store that is down (or refuses us) is not a bad invocation: the run stops resumable, to be rerun once it is back.
+    if (error instanceof InvocationError || error instanceof StorageError) throw error;
+    const e = error as Error & { name: string };
+    const missing = isMissingKey(e);
+    // A HEAD says "not found" for a missing bucket too: that is a setting to fix (exit 2), not an input absent tonight.
+    if (missing) await assertBucket(client, bucket, location);
+    throw new SourceError(`cannot read ${location}: ${missing ? "no such key" : e.message}`, { absent: missing });
+  }
+}
+
 /**
  * Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. Each
  * object's format is `format` when given, else the one its key implies (a
  * Spark folder of `part-*.parquet` needs no flag). Parquet objects are read
- * by ranged GETs, a row group at a time.
+ * by ranged GETs, a row group at a time. Every read of an object is of the
+ * version its HEAD (or the listing) showed: one replaced while it is read
+ * ends the read with `InputChangedError`.
  */
 export async function openS3Source(
   location: string,
@@ -19,33 +51,8 @@ export async function openS3Source(
   options: SourceOptions & { client?: S3Client; onNote?: (message: string, keys: string[]) => void } = {},
 ): Promise<Source> {
   const client = options.client ?? s3Client();
-  const onNote = options.onNote;
-  const { bucket, key } = parseS3(location);
-  let objects: { key: string; size: number }[];
-  try {
-    if (key === "" || key.endsWith("/")) {
-      const listed = await keysUnder(client, bucket, key);
-      objects = listed.keys;
-      if (listed.markers.length > 0)
-        onNote?.(
-          `skipped ${listed.markers.length} marker object${listed.markers.length > 1 ? "s" : ""} under ${location} (names starting with _ or ., or ending in .crc)`,
-          listed.markers,
-        );
-      if (objects.length === 0)
-        throw new SourceError(`no data objects under ${location}${listed.markers.length ? ` (only markers: ${listed.markers.join(", ")})` : ""}`, {
-          absent: true,
-        });
-    } else {
-      const head = await storageCall("reading", location, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
-      objects = [{ key, size: head.ContentLength ?? 0 }];
-    }
-  } catch (error) {
-    // A store that is down (or refuses us) is not a bad invocation: the run stops resumable, to be rerun once it is back.
-    if (error instanceof SourceError || error instanceof StorageError) throw error;
-    const e = error as Error & { name: string };
-    const missing = isMissingKey(e);
-    throw new SourceError(`cannot read ${location}: ${missing ? "no such key" : e.message}`, { absent: missing });
-  }
+  const { bucket } = parseS3(location);
+  const objects = await objectsAt(client, location, options.onNote);
   const counter = { bytes: 0 };
   const total = objects.reduce((sum, o) => sum + o.size, 0);
   async function* items(): AsyncGenerator<SourceItem> {
@@ -57,9 +64,9 @@ export async function openS3Source(
       const kind = formatOf(object.key, format);
       let body: Readable | undefined;
       let records: AsyncGenerator<SourceItem>;
-      if (kind === "parquet") records = parquetItems(async () => s3Ranges(client, bucket, object.key, object.size), name, seq, counter, options.fields);
+      if (kind === "parquet") records = parquetItems(async () => s3Ranges(client, name, object), name, seq, counter, options.fields);
       else {
-        body = Readable.from(objectBytes(client, bucket, object.key, object.size), { objectMode: false });
+        body = Readable.from(objectBytes(client, bucket, object.key, object), { objectMode: false });
         body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
         records = itemsOf(body, kind, name, seq);
       }

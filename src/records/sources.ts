@@ -5,14 +5,15 @@
  * becomes an error item with its line number; the stream goes on.
  */
 import { isUtf8 } from "node:buffer";
-import { createReadStream, statSync } from "node:fs";
+import { createReadStream, fstatSync, statSync } from "node:fs";
 import { PassThrough, Transform, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parse as parseCsv } from "csv-parse";
 import { depthExceededAt, MAX_JSON_DEPTH } from "../api/json.js";
 import { localRanges, looksLikeParquet, parquetItems } from "./parquet.js";
 import type { Source, SourceItem } from "./source.js";
-import { SourceError } from "../api/verdict.js";
+import { InputChangedError, SourceError } from "../api/verdict.js";
+import { assertSameFile, checkedAtEnd, type FileIdentity, identityOf } from "./file-identity.js";
 
 /** Longest input line or CSV record read; longer ones become error rows without being held in memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
@@ -254,7 +255,7 @@ async function* csvItems(stream: Readable, source: string, firstSeq: number): As
     }
     yield* drainSkipped(Number.POSITIVE_INFINITY);
   } catch (error) {
-    if (error instanceof SourceError) throw error;
+    if (error instanceof SourceError || error instanceof InputChangedError) throw error;
     const e = error as Error & { lines?: number };
     throw new SourceError(`${source}: CSV error${e.lines ? ` at line ${e.lines}` : ""}: ${e.message}`);
   }
@@ -279,6 +280,25 @@ export function itemsOf(stream: Readable, format: "jsonl" | "csv", source: strin
   return format === "csv" ? csvItems(plain, source, firstSeq) : jsonlItems(plain, source, firstSeq);
 }
 
+/**
+ * A local file's bytes, all of the file that `was` describes: checked when it
+ * is opened (the path may name another file by then) and after its last byte,
+ * before the reader sees the end (`InputChangedError` if it changed).
+ */
+function pinnedFile(path: string, was: FileIdentity): Readable {
+  const file = createReadStream(path);
+  const checked = checkedAtEnd(path, was);
+  file.once("open", (fd: number) => {
+    try {
+      assertSameFile(path, was, identityOf(fstatSync(fd)));
+    } catch (error) {
+      file.destroy(error as Error);
+    }
+  });
+  file.once("error", (error) => checked.destroy(error));
+  return file.pipe(checked);
+}
+
 /** Opens a local path, or stdin for "-". S3 locations are opened by `openS3Source`. */
 export function openLocalSource(location: string, format: InputFormat, options: SourceOptions = {}): Source {
   const counter = { bytes: 0 };
@@ -286,18 +306,18 @@ export function openLocalSource(location: string, format: InputFormat, options: 
     if (format === "parquet") throw new SourceError(PARQUET_NOT_ON_STDIN);
     return { name: "stdin", items: itemsOf(counted(process.stdin, counter), format, "stdin"), progress: () => ({ bytes: counter.bytes, total: undefined }) };
   }
-  let total: number;
+  let identity: FileIdentity;
   try {
     const stat = statSync(location);
     if (!stat.isFile()) throw new SourceError(`${location} is not a file`);
-    total = stat.size;
+    identity = identityOf(stat);
   } catch (error) {
     if (error instanceof SourceError) throw error;
     throw new SourceError(`cannot read input ${location}: ${(error as Error).message}`, { absent: (error as NodeJS.ErrnoException).code === "ENOENT" });
   }
   const items =
     format === "parquet"
-      ? parquetItems(() => localRanges(location), location, 0, counter, options.fields)
-      : itemsOf(counted(createReadStream(location), counter), format, location);
-  return { name: location, items, progress: () => ({ bytes: counter.bytes, total }) };
+      ? parquetItems(() => localRanges(location, identity), location, 0, counter, options.fields)
+      : itemsOf(counted(pinnedFile(location, identity), counter), format, location);
+  return { name: location, items, progress: () => ({ bytes: counter.bytes, total: identity.size }) };
 }

@@ -110,6 +110,9 @@ export function costOf(inputTokens: number, pricePerMillion: number): number {
 
 /** Fills the derived fields (cost, rates) from the counts. */
 export function finish(summary: UsageSummary): UsageSummary {
+  // Seconds to the millisecond: runs' times summed in binary read 10.844999999999999, not 10.845.
+  summary.seconds = Math.round(summary.seconds * 1000) / 1000;
+  if (summary.this_run) summary.this_run.seconds = Math.round(summary.this_run.seconds * 1000) / 1000;
   // Paid tokens: those of kept answers plus those of attempts that were sent and lost.
   summary.cost_usd = costOf(summary.tokens.input + summary.tokens.wasted_input, summary.price_per_million_input_tokens);
   const done = summary.records.answered + summary.records.failed;
@@ -138,7 +141,10 @@ export function describe(s: UsageSummary): string {
       ? `; pace cut ${t.pace.cuts === 1 ? "once" : `${t.pace.cuts} times`}, lowest ${(t.pace.lowest * 100).toFixed(0)}%, mean ${(t.pace.mean * 100).toFixed(0)}% of the limits, ${t.pace.seconds_below_limit.toFixed(1)} s below them`
       : "";
   const now = t ? `this run: ${requests(t.requests)}, ${n(t.tokens.input)} input tokens, ${money(t.cost_usd)}, ${t.seconds.toFixed(1)} s${pace}` : undefined;
-  const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s, ${s.records_per_second.toFixed(1)} records/s`;
+  const all = `all runs of this output: ${requests(s.requests)}, ${n(s.tokens.input)} input tokens, ${money(s.cost_usd)}, ${s.seconds.toFixed(1)} s${
+    // A run that sent nothing (all resumed or deduplicated) has no speed to speak of.
+    s.requests.sent > 0 ? `, ${s.records_per_second.toFixed(1)} records/s` : ""
+  }`;
   const repeats = s.duplicate_ids ? [describeDuplicates(s.duplicate_ids)] : [];
   const models = s.answered_by && Object.keys(s.answered_by).length > 1 ? [describeModels(s.answered_by)] : [];
   const aside = s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input > 0 ? [describeSetAside(s.set_aside)] : [];

@@ -27,7 +27,7 @@ import { InputOrder } from "./input/order.js";
 import { RunEnding } from "./send/ending.js";
 import { RecordWatch } from "./send/watch.js";
 import { SpendingJournal } from "./state/spending.js";
-import type { SystemOneRequest } from "../api/schema.js";
+import type { EvaluatorRequest } from "../api/schema.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {
@@ -122,7 +122,7 @@ interface Asking {
   key: number;
   id: string;
   h: string;
-  request: SystemOneRequest;
+  request: EvaluatorRequest;
   keep: Record<string, unknown> | undefined;
 }
 
@@ -286,7 +286,7 @@ class AnswerStage {
   }
 
   /** One attempt series through the limiter; a request the evaluator refuses to estimate fails as itself. */
-  private send(request: SystemOneRequest): Promise<Outcome> {
+  private send(request: EvaluatorRequest): Promise<Outcome> {
     let estimate: number;
     try {
       estimate = this.options.evaluator.estimateInputTokens(request);

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
 import { describeSystemError, systemCode } from "../api/system-errors.js";
 import type { Source } from "../records/source.js";
-import { isS3 } from "../records/s3.js";
+import { isS3, s3Object } from "../records/s3.js";
 import { EndpointAbort } from "../api/verdict.js";
 
 /** Can `path` be written as a file: its folder made, no directory in its (or its `.partial`'s) place, the folder writable. */
@@ -43,7 +43,7 @@ function oneLine(error: unknown): string {
   return describeSystemError(error) ?? (error as Error).message;
 }
 
-/** Checks every local place a run writes (S3 ones are checked by taking the lock), and that the answers do not replace the input. */
+/** Checks every local place a run writes, that S3 ones name objects (the store itself is checked by taking the lock), and that the answers do not replace the input. */
 export function checkPlaces(
   paths: { output: string; errors: string | undefined; usage: string | undefined; summaryJson: string | undefined; journalPath: string },
   input: string,
@@ -62,7 +62,11 @@ export function checkPlaces(
     [paths.journalPath, "--journal"],
     [`${paths.journalPath}.lock`, "the journal's lock"],
   ];
-  for (const [place, flag] of places) if (place !== undefined && !isS3(place)) checkWritableFile(place, flag);
+  for (const [place, flag] of places) {
+    if (place === undefined) continue;
+    if (isS3(place)) s3Object(place, flag);
+    else checkWritableFile(place, flag);
+  }
 }
 
 /**

@@ -10,6 +10,7 @@ import { InvocationError } from "../api/errors.js";
 import { env, secret, type EnvName } from "../api/env.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import { endpointEvaluator } from "../evaluator/factory.js";
+import { refuseOffWire } from "../evaluator/remote.js";
 import { questionLabels } from "../calibration/maps.js";
 import type { Logger } from "../logging/logger.js";
 import { ModelRegistry, RegistryError, type ModelEntry } from "../models/registry.js";
@@ -100,6 +101,8 @@ export async function openEvaluator(
         `$${settings.apiKeyEnv} is not set, and ${baseUrl} is a remote endpoint: set it to the endpoint's key, or pass --no-api-key if the endpoint needs none`,
       );
     }
+    // Before the first request: a question of a type registered in process cannot travel to a remote endpoint.
+    refuseOffWire(job.questions, baseUrl);
     return { evaluator: endpointEvaluator({ baseUrl, apiKey, timeoutMs: settings.timeoutSeconds * 1000 }), entry, remote: true };
   }
   if (!entry)

@@ -31,8 +31,9 @@ import {
 } from "./prepare.js";
 import { RunLimiter } from "./send/limiter.js";
 import { acquireLock, LockedError, type Lock } from "./state/lock.js";
-import { acquireS3Lock, S3Journal } from "./state/s3-journal.js";
-import { withStorageStop } from "../records/s3.js";
+import { S3Journal } from "./state/s3-journal.js";
+import { acquireS3Lock } from "./state/s3-lock.js";
+import { endStorageRetries, withStorageStop } from "../records/s3.js";
 import { classify, LockRefusedError, type Ending, type Stage } from "../api/verdict.js";
 import type { Job } from "../records/job.js";
 import { closeSync, existsSync, openSync, readSync } from "node:fs";
@@ -55,6 +56,8 @@ export interface RunRequest {
   graceMs: number;
   /** Milliseconds between shipments of an S3 journal. */
   journalFlushMs: number;
+  /** Take an S3 lock on a store that ignores conditional writes (`--unsafe-s3-lock`). */
+  unsafeS3Lock?: boolean | undefined;
   /** The first signal: no new records; those in flight finish within the grace. */
   stop?: AbortSignal | undefined;
   /** A second signal: the grace is over now; the run ends as fast as it can, its summary written. */
@@ -88,21 +91,9 @@ interface Checked {
 
 /** Runs every stage in order; returns the verdict, having written the summaries for it. */
 export function runLifecycle(request: RunRequest): Promise<RunEnd> {
-  // Once a stop comes or a verdict is reached, storage retries end with the grace: a store that stays down cannot hold the run.
-  const reached = new AbortController();
-  const trigger = request.stop ? AbortSignal.any([request.stop, reached.signal]) : reached.signal;
-  return withStorageStop(afterGrace(trigger, request.graceMs, request.stopNow), () => runStages(request, () => reached.abort()));
-}
-
-/** A signal that fires `graceMs` after `trigger` does, or as soon as `now` does. */
-function afterGrace(trigger: AbortSignal, graceMs: number, now: AbortSignal | undefined): AbortSignal {
-  const late = new AbortController();
-  const arm = () => setTimeout(() => late.abort(), graceMs).unref();
-  if (trigger.aborted) arm();
-  else trigger.addEventListener("abort", arm, { once: true });
-  if (now?.aborted) late.abort();
-  else now?.addEventListener("abort", () => late.abort(), { once: true });
-  return late.signal;
+  // A stop, a verdict reached, and a store that failed for its whole window leave the run's storage retries the grace in all;
+  // a second signal ends them at once.
+  return withStorageStop(request.stop, () => runStages(request, endStorageRetries), request.graceMs, request.stopNow);
 }
 
 async function runStages(request: RunRequest, verdictReached: () => void): Promise<RunEnd> {
@@ -192,10 +183,14 @@ async function takeLock(request: RunRequest, paths: RunPaths): Promise<Held> {
     const lock = acquireLock(`${paths.journalPath}.lock`, paths.summaryJson === undefined ? undefined : resolve(paths.summaryJson));
     return { lock, mirror: undefined, fence: () => lock.assertHeld() };
   }
-  const lock = await acquireS3Lock(remote);
+  const lock = await acquireS3Lock(remote, { unsafe: request.unsafeS3Lock, onNote: (message) => request.logger.info({ lock: remote }, message) });
   try {
     const mirror = new S3Journal(remote, paths.journalPath, { flushMs: request.journalFlushMs });
-    mirror.onError = (error) => request.logger.warn({ err: error, journal: remote }, "could not ship the journal to S3; retrying at the next flush");
+    mirror.onError = (error) => {
+      // One line at warn; the stack is for a bug hunt, at debug.
+      request.logger.warn({ journal: remote }, `could not ship the journal to S3 (${classify(error, "journal").reason}); retrying at the next flush`);
+      request.logger.debug({ err: error }, "the journal's shipment failed");
+    };
     const { segments } = await mirror.pull();
     request.logger.info({ journal: remote, segments }, segments ? `resuming from the journal in ${remote} (${segments} segments)` : `journaling to ${remote}`);
     mirror.start();
@@ -217,7 +212,8 @@ async function releaseStage(logger: Logger, evaluator: Evaluator | undefined, he
     try {
       await step();
     } catch (error) {
-      logger.warn({ err: error }, `releasing the run: ${classify(error, "release").reason}`);
+      logger.warn(`releasing the run: ${classify(error, "release").reason}`);
+      logger.debug({ err: error }, "releasing the run failed");
     }
   }
 }

@@ -3,9 +3,12 @@
  * server so several servers in one process do not share counters): requests
  * by route and status, latency, tokens, requests in progress, 429s and 529s
  * per account, and which models are loaded. Scraped at `GET /metrics`, on
- * the API's port or, with `--metrics-port`, on a port of its own.
+ * the API's port or, with `--metrics-port`, on a port of its own. The plugin
+ * counts every answered request in its own hook.
  */
+import type { FastifyReply } from "fastify";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { shared } from "./plugin.js";
 
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -72,3 +75,34 @@ export class ServerMetrics {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 }
+
+/** The Prometheus text of a server's metrics. */
+export async function metricsReply(metrics: ServerMetrics, reply: FastifyReply): Promise<FastifyReply> {
+  const { contentType, body } = await metrics.text();
+  return reply.type(contentType).send(body);
+}
+
+export interface MetricsOptions {
+  metrics: ServerMetrics;
+  /** The model names the server answers to. */
+  models: readonly string[];
+  /** Serve `GET /metrics` on this app (else it has a port of its own). */
+  route: boolean;
+}
+
+/** Counts each answered request by route and status; serves `/metrics` when asked. */
+export const metricsPlugin = shared<MetricsOptions>((app, { metrics, models, route }, done) => {
+  for (const name of models) metrics.modelLoaded.set({ model: name }, 1);
+  app.addHook("onResponse", (request, reply, next) => {
+    const status = reply.statusCode;
+    // Unknown paths count under one label, so a scanner cannot grow the series without bound. routeOptions builds a new object on every read: read it once.
+    const url = request.routeOptions.url ?? "unmatched";
+    metrics.requests.inc({ route: url, method: request.method, status: String(status) });
+    metrics.latency.observe({ route: url }, reply.elapsedTime / 1000);
+    if (status === 429) metrics.rateLimited.inc({ account: request.info.account ?? "" });
+    if (status === 529) metrics.overloaded.inc({ account: request.info.account ?? "" });
+    next();
+  });
+  if (route) app.get("/metrics", async (_request, reply) => metricsReply(metrics, reply));
+  done();
+});

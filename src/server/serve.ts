@@ -2,16 +2,16 @@
 import type { FastifyInstance } from "fastify";
 import type { ModelSet } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
-import type { AccountStore } from "./accounts.js";
+import type { Accounts } from "./accounts.js";
 import Fastify from "fastify";
-import { buildServer, metricsReply, type ServerOptions, SERVER_DEFAULTS } from "./app.js";
-import { ServerMetrics } from "./metrics.js";
+import { buildServer, type ServerOptions, SERVER_DEFAULTS } from "./app.js";
+import { metricsReply, ServerMetrics } from "./metrics.js";
 
 export interface ServeOptions extends Omit<ServerOptions, "evaluator" | "accounts" | "logger"> {
   host: string;
   port: number;
   evaluator: ModelSet;
-  accounts: AccountStore;
+  accounts: Accounts;
   logger: Logger;
   /** How long SIGTERM waits for in-flight requests before exiting anyway. Default 30 s. */
   shutdownGraceMs?: number;
@@ -24,7 +24,7 @@ export interface RunningServer {
   url: string;
   /** Where `/metrics` is scraped when it has a port of its own. */
   metricsUrl?: string;
-  /** Stops accepting, waits for in-flight requests (bounded), closes the models. */
+  /** Stops accepting, waits for in-flight requests (bounded), stops watching the accounts, closes the models. */
   shutdown(reason: string): Promise<void>;
 }
 
@@ -56,6 +56,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       const outcome = await Promise.race([app.close().then(() => "drained" as const), timer]);
       if (outcome === "timeout") logger.warn({ graceMs: grace }, "shutdown grace period over; closing with requests still in flight");
       await scrape?.close();
+      accounts.close?.();
       await evaluator.close();
       logger.info({ outcome }, "stopped");
     })();

@@ -95,7 +95,7 @@ describe("bad arguments", () => {
       [["ask", "-q", job, "--state", missing], /no such state file/],
     ];
     for (const [args, message] of absent) {
-      const r = await runInProcess(args, env);
+      const r = await runInProcess(args, env, { cwd: dir });
       expect(r.stderr, args.join(" ")).toMatch(message);
       expect(r.code, `${args.join(" ")}\n${r.stderr}`).toBe(6);
       // One line; `run`'s verdict adds its second (what is kept, what to do next).
@@ -106,7 +106,8 @@ describe("bad arguments", () => {
 
   it(`each of ${cases.length} mistakes exits 2 with one clear line and no stack trace`, async () => {
     const results = [];
-    for (const [args] of cases) results.push(await runInProcess(args, env));
+    // In a temporary folder: a refusal still writes its usage summary beside the default output (out/<job>-<input>.jsonl).
+    for (const [args] of cases) results.push(await runInProcess(args, env, { cwd: dir }));
     results.forEach((r, i) => {
       const [args, message] = cases[i]!;
       const label = args.join(" ");

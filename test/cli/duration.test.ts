@@ -97,7 +97,7 @@ describe("duration flags on the command line", () => {
       if (previous === undefined) delete process.env["TYPED_EVAL_STORAGE_RETRY"];
       else process.env["TYPED_EVAL_STORAGE_RETRY"] = previous;
     }
-    const bad = await runInProcess(["run", missing, "--job", job], { TYPED_EVAL_STORAGE_RETRY: "soon" });
+    const bad = await runInProcess(["run", missing, "--job", job], { TYPED_EVAL_STORAGE_RETRY: "soon" }, { cwd: dir });
     expect(bad.stderr).toBe(
       'typed-eval: $TYPED_EVAL_STORAGE_RETRY takes a duration such as 120s, 2m, 500ms or a bare number of seconds, not "soon": set it to one, or unset it for the default (120s)\n',
     );
@@ -118,7 +118,8 @@ describe("duration flags on the command line", () => {
       [["serve", "--shutdown-grace", "30000"], "--shutdown-grace 30000: that is 8.3 hours; write 30000ms or 30s"],
     ];
     for (const [argv, message] of cases) {
-      const r = await runInProcess(argv, { TYPED_EVAL_BASE_URL: undefined });
+      // In a temporary folder: a refused run still writes its usage summary beside the default output (out/).
+      const r = await runInProcess(argv, { TYPED_EVAL_BASE_URL: undefined }, { cwd: dir });
       expect(r.stderr, argv.join(" ")).toMatch(/^typed-eval: /);
       expect(r.stderr, argv.join(" ")).toContain(message);
       expect(r.stderr.trim().split("\n"), argv.join(" ")).toHaveLength(1);
@@ -127,9 +128,11 @@ describe("duration flags on the command line", () => {
   });
 
   it("a unit is accepted where a command checks its input next (the parse let it through)", async () => {
-    const r = await runInProcess(["run", missing, "--job", job, "--timeout", "500ms", "--grace", "2m", "--journal-flush", "1s", "--storage-retry", "10s"], {
-      TYPED_EVAL_BASE_URL: undefined,
-    });
+    const r = await runInProcess(
+      ["run", missing, "--job", job, "--timeout", "500ms", "--grace", "2m", "--journal-flush", "1s", "--storage-retry", "10s"],
+      { TYPED_EVAL_BASE_URL: undefined },
+      { cwd: dir },
+    );
     expect(r.stderr).toMatch(/cannot read input .*missing\.jsonl/);
     expect(r.code).toBe(6);
   });

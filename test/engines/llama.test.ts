@@ -56,7 +56,7 @@ describe("LlamaEngine with Qwen3's vocabulary", () => {
       },
     };
     const template = detectTemplate(engine.chatTemplate);
-    const prefix = renderPrefix(template, request.state).reduce((sum, s) => sum + jsCount(s.text), 0);
+    const prefix = renderPrefix(template, request.state, request.questions).reduce((sum, s) => sum + jsCount(s.text), 0);
     const suffixes = Object.values(request.questions).map((q) => renderQuestion(template, q).suffix.reduce((sum, s) => sum + jsCount(s.text), 0));
     const { response } = await evaluator.evaluate(request);
     expect(response.usage.input_tokens).toBe(prefix + suffixes.reduce((a, b) => a + b, 0));

@@ -11,7 +11,7 @@ import {
   UpstreamUnavailableError,
 } from "../../src/api/errors.js";
 import type { SystemOneRequest, SystemOneResponse } from "../../src/api/schema.js";
-import { RemoteEvaluator } from "../../src/evaluator/remote.js";
+import { BODY_BUDGET_BYTES, BodyBudget, RemoteEvaluator } from "../../src/evaluator/remote.js";
 import { ModelRouter } from "../../src/evaluator/router.js";
 import { buildServer } from "../../src/server/app.js";
 import { call, KEYS, memoryLogger, testAccounts, testRouter } from "../server/helpers.js";
@@ -222,6 +222,59 @@ describe("typed-eval fronting another typed-eval server", () => {
       await outer.close();
       await inner.close();
       await localRouter.close();
+    }
+  }, 60_000);
+});
+
+describe("response bodies in flight share one budget", () => {
+  /** Streams each answer padded to `bytes` (no length declared), at the pace the client reads it. */
+  async function padded(bytes: number): Promise<Upstream> {
+    const chunk = Buffer.alloc(1 << 16, "x");
+    return startUpstream((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write(`${JSON.stringify(valid).slice(0, -1)},"pad":"`);
+      let sent = 0;
+      const more = () => {
+        while (sent < bytes && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once("drain", more);
+        }
+        res.end('"}');
+      };
+      more();
+    });
+  }
+
+  it("12 answers of 5 MB at once all pass a 16 MiB budget, holding at most the budget plus one answer", async () => {
+    const up = await padded(5_000_000);
+    const bodies = new BodyBudget(BODY_BUDGET_BYTES);
+    try {
+      const remote = new RemoteEvaluator({ baseUrl: up.url, bodies, retry: { maxRetries: 0 } });
+      const answers = await Promise.all(Array.from({ length: 12 }, () => remote.evaluate(request)));
+      expect(answers.every((a) => a.response.model === valid.model)).toBe(true);
+      // Without the budget all 60 MB arrive at once.
+      expect(bodies.peak).toBeGreaterThan(5_000_000);
+      expect(bodies.peak).toBeLessThanOrEqual(BODY_BUDGET_BYTES + 5_100_000);
+      expect(bodies.bytes).toBe(0);
+      await remote.close();
+    } finally {
+      await up.close();
+    }
+  }, 30_000);
+
+  it("4 answers of 40 MB at once are each refused at the 32 MiB cap, one growing at a time past the budget", async () => {
+    const up = await padded(40_000_000);
+    const bodies = new BodyBudget(BODY_BUDGET_BYTES);
+    try {
+      const remote = new RemoteEvaluator({ baseUrl: up.url, bodies, retry: { maxRetries: 0 } });
+      const errors = await Promise.all(Array.from({ length: 4 }, () => remote.evaluate(request).catch((e: unknown) => e)));
+      for (const e of errors) expect((e as Error).message).toMatch(/response larger than 33554432 bytes/);
+      // Before: 4 x 32 MiB held at once.
+      expect(bodies.peak).toBeLessThanOrEqual(BODY_BUDGET_BYTES + 32 * 1024 * 1024 + (1 << 16));
+      expect(bodies.bytes).toBe(0);
+      await remote.close();
+    } finally {
+      await up.close();
     }
   }, 60_000);
 });

@@ -5,8 +5,10 @@
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { breaches, parseConditions } from "../../src/quality/gate.js";
-import { displayPath, niceTicks, plural, rangeText, wrapLabel } from "../../src/quality/html.js";
+import { describeIdentity } from "../../src/evaluator/evaluator.js";
+import { breaches, checkConditions, parseConditions } from "../../src/quality/gate.js";
+import { displayPath, niceTicks, rangeText, wrapLabel } from "../../src/quality/html.js";
+import { num, pct, plural } from "../../src/quality/numbers.js";
 import { psi, PSI_EPSILON } from "../../src/quality/report.js";
 
 describe("report text", () => {
@@ -78,5 +80,80 @@ describe("gates", () => {
     const expected = 2 * (0.4 - 0.5) * Math.log(0.4 / 0.5) + (0.2 - PSI_EPSILON) * Math.log(0.2 / PSI_EPSILON);
     expect(value).toBeCloseTo(expected, 12);
     expect(psi([0.3, 0.7], [0.3, 0.7])).toBe(0);
+  });
+});
+
+describe("numbers for people", () => {
+  it("prints significant digits where decimals would print zero, never a negative zero or NaN", () => {
+    expect(num(5e-11)).toBe("5e-11");
+    expect(num(0.00012)).toBe("0.00012");
+    expect(num(-0.0000004)).toBe("-4e-7");
+    expect(num(-0.0004, 1)).toBe("-0.0004");
+    expect(num(-0)).toBe("0.000");
+    expect(num(-0.00049999)).toBe("-0.0005");
+    expect(num(0.1234)).toBe("0.123");
+    expect(num(Number.NaN)).toBe("n/a");
+    expect(num(null)).toBe("n/a");
+    expect(pct(Number.NaN)).toBe("n/a");
+    expect(pct(0.00001)).toBe("0.001%");
+    expect(pct(1)).toBe("100.0%");
+  });
+
+  it("names a model identity as a person would", () => {
+    expect(describeIdentity(JSON.stringify(["local", "m-1.0.0", "file:/models/model.gguf:397808192:1763800000000", "chatml", 1]))).toBe(
+      "local file model.gguf, 398 MB, chatml",
+    );
+    expect(describeIdentity(JSON.stringify(["local", "m-1.0.0", `sha256:${"67c4f157".repeat(8)}`, "chatml", 0.7]))).toBe(
+      "local, sha256 67c4f157…, chatml, temperature 0.7",
+    );
+    expect(describeIdentity(JSON.stringify(["remote", "https://api.example.com/v1/systemone", "jev-latest"]))).toBe(
+      "remote https://api.example.com/v1/systemone, model jev-latest",
+    );
+    expect(describeIdentity("not json")).toBe("not json");
+  });
+});
+
+describe("per class names in a gate", () => {
+  it("reads a class as a JSON string: spaces, commas, dots, brackets, operators and escaped quotes survive", () => {
+    const [a, b, c, d] = parseConditions(
+      'team.recall["account access, login"]<0.6,recall["yes"]<=0.5, team.precision["a \\"quoted\\" > b [x]"]>=0.9,my.team.recall["a.b"]<1',
+    );
+    expect(a).toMatchObject({ question: "team", metric: "recall", option: "account access, login", op: "<", value: 0.6 });
+    expect(b).toMatchObject({ question: undefined, metric: "recall", option: "yes", op: "<=", value: 0.5 });
+    expect(c).toMatchObject({ question: "team", metric: "precision", option: 'a "quoted" > b [x]', op: ">=", value: 0.9 });
+    expect(d).toMatchObject({ question: "my.team", metric: "recall", option: "a.b", op: "<", value: 1 });
+    expect(() => parseConditions('team.recall["billing]<0.6')).toThrow(/cannot read/);
+    expect(() => parseConditions("team.recall[billing]<0.6")).toThrow(/cannot read/);
+  });
+
+  it("checks per class names against the question's classes", () => {
+    const subject = {
+      questions: [
+        { name: "team", metrics: { accuracy: 0.8, 'recall["billing"]': 0.55, 'recall["account access"]': 0.9 } },
+        { name: "mood", metrics: { accuracy: 0.7 } },
+      ],
+      known: (q: string) => (q === "team" ? ["accuracy", 'recall["billing"]', 'recall["account access"]'] : ["accuracy"]),
+    };
+    expect(breaches(subject, parseConditions('team.recall["billing"]<0.6')).map((x) => x.actual)).toEqual([0.55]);
+    // A bare per class condition checks the questions that have the class.
+    expect(breaches(subject, parseConditions('recall["billing"]<0.6')).map((x) => x.question)).toEqual(["team"]);
+    expect(() => breaches(subject, parseConditions('team.recall["bill"]<0.6'))).toThrow(
+      /question team has no class "bill".*its classes are "billing", "account access"/,
+    );
+    expect(() => breaches(subject, parseConditions('recall["nowhere"]<0.6'))).toThrow(/no question has the class "nowhere"/);
+  });
+
+  it("refuses, before reading anything, a metric the command cannot measure with what it was given", () => {
+    expect(() => checkConditions(parseConditions("team.recall<0.6"), { gold: true, compare: false, command: "assess" })).toThrow(
+      /is per class; name the class: team\.recall\["class"\]/,
+    );
+    expect(() => checkConditions(parseConditions('ece["x"]<0.6'), { gold: true, compare: false, command: "assess" })).toThrow(/ece .* is not per class/);
+    expect(() => checkConditions(parseConditions("accuracy<0.6"), { gold: false, compare: true, command: "report" })).toThrow(
+      /measures against gold labels; add --gold/,
+    );
+    expect(() => checkConditions(parseConditions("psi>0.2"), { gold: true, compare: false, command: "assess" })).toThrow(/compares two nights; add --compare/);
+    expect(() => checkConditions(parseConditions("f2<0.2"), { gold: false, compare: false, command: "report" })).toThrow(
+      /no metric "f2" .*report gates on label_mass, with --compare on psi, js_distance, agreement, and with --gold on accuracy/,
+    );
   });
 });

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { classFigures, weakestClass } from "../../src/quality/metric-table.js";
 import {
   accuracyOf,
   balancedAccuracyOf,
@@ -23,6 +24,7 @@ import {
   spearman,
   topKAccuracy,
   topLabelConfidence,
+  wilsonInterval,
   withinAccuracy,
   type Scored,
 } from "../../src/quality/metrics.js";
@@ -198,5 +200,53 @@ describe("noise floor", () => {
     expect(floor100.median).toBeGreaterThan(0.05);
     expect(floor100.median).toBeLessThan(0.13);
     expect(eceNoiseFloor(conf(10_000), 50, 1).median).toBeLessThan(floor100.median / 5);
+  });
+});
+
+describe("per class figures", () => {
+  it("Wilson's interval is the score test inverted: each bound p solves (hits/n - p)^2 = z^2 p (1 - p) / n", () => {
+    // The bounds found independently, by bisection on the score test's equation.
+    const z = 1.959963984540054;
+    const solve = (hits: number, n: number, side: -1 | 1) => {
+      const phat = hits / n;
+      let lo = side < 0 ? 0 : phat;
+      let hi = side < 0 ? phat : 1;
+      const f = (p: number) => (phat - p) ** 2 - (z * z * p * (1 - p)) / n;
+      for (let i = 0; i < 200; i++) {
+        const mid = (lo + hi) / 2;
+        // Inside the interval the score statistic is below z (f < 0).
+        if (f(mid) < 0 === side < 0) hi = mid;
+        else lo = mid;
+      }
+      return (lo + hi) / 2;
+    };
+    for (const [hits, n] of [
+      [81, 263],
+      [4, 66],
+      [1, 3],
+      [997, 1000],
+    ] as const) {
+      const [lo, hi] = wilsonInterval(hits, n)!;
+      expect(lo).toBeCloseTo(solve(hits, n, -1), 12);
+      expect(hi).toBeCloseTo(solve(hits, n, 1), 12);
+    }
+    // At 0 of n and n of n one bound is the point itself.
+    expect(wilsonInterval(0, 10)).toEqual([0, expect.closeTo(solve(0, 10, 1), 12)]);
+    expect(wilsonInterval(10, 10)).toEqual([expect.closeTo(solve(10, 10, -1), 12), 1]);
+    expect(wilsonInterval(0, 0)).toBeUndefined();
+  });
+
+  it("recall and precision per class from the confusion matrix; a class under 10% of the gold rows is rare", () => {
+    // is_spam as issue 29 found it: 1,504 ham rows, 66 spam of which the model finds 4, and calls 2 ham rows spam.
+    const classes = classFigures([1502, 2, 62, 4], ["no", "yes"]);
+    const yes = classes[1]!;
+    expect(yes).toMatchObject({ label: "yes", gold: 66, predicted: 6, hits: 4, rare: true });
+    expect(yes.recall).toBeCloseTo(4 / 66, 15);
+    expect(yes.precision).toBeCloseTo(4 / 6, 15);
+    expect(yes.recall_interval![1]).toBeLessThan(0.5);
+    expect(classes[0]!.rare).toBe(false);
+    expect(weakestClass(classes)?.label).toBe("yes");
+    // Accuracy hides it: (1502 + 4) / 1570.
+    expect((1502 + 4) / 1570).toBeGreaterThan(0.95);
   });
 });

@@ -14,6 +14,7 @@ import { answerDistribution, applyMap } from "../../src/calibration/maps.js";
 import type { CalibrationFile } from "../../src/calibration/file.js";
 import type { Assessment } from "../../src/quality/assess.js";
 import { displayLabels, type RunReport } from "../../src/quality/report.js";
+import type { Verdict } from "../../src/quality/verdict.js";
 import type { UsageSummary } from "../../src/records/usage.js";
 import { BIN, runInProcess } from "../support/cli.js";
 import { whenFile } from "../support/watch.js";
@@ -156,7 +157,9 @@ describe("assess", () => {
     expect((await inProcess(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc - 0.01}`])).code).toBe(0);
     const unknown = await inProcess(["assess", out, "--gold", gold, "--fail-if", "team.f2<0.5"]);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/has no metric "f2"/);
+    expect(unknown.stderr).toMatch(
+      /^typed-eval: --fail-if: no metric "f2" \(in "team.f2<0.5"\); assess gates on accuracy, .*, label_mass, with --compare on psi, js_distance, agreement \(docs\/metrics\.md\)\n$/,
+    );
   });
 
   const badGold: [string, string, RegExp][] = [
@@ -390,13 +393,13 @@ describe("report", () => {
     expect(agreement).toBeCloseTo(1 - Math.ceil(N / 3) / N, 12);
     // Only team moved: one breach, one line, naming question, metric and value.
     const lines = failed.stderr.trim().split("\n");
-    expect(lines).toEqual([`typed-eval: drift gate: team.agreement = ${agreement.toFixed(4)}, breaking team.agreement<0.9`]);
+    expect(lines).toEqual([`typed-eval: drift gate: team.agreement = ${agreement!.toFixed(4)}, breaking team.agreement<0.9`]);
     expect(report.gate!.breaches.map((b) => `${b.question}.${b.metric}`)).toEqual(["team.agreement"]);
     // Unchanged questions: PSI 0 over the same bins, full agreement.
     const urgent = report.compare!.shifts.find((s) => s.question === "urgent")!;
     expect(urgent.psi).toBe(0);
     expect(urgent.psi_earlier).toHaveLength(10);
-    expect(readFileSync(html, "utf8")).toContain("Drift gate failed");
+    expect(readFileSync(html, "utf8")).toContain("Gate failed");
     // A bare metric checks every question: each breach its own line.
     const every = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", "agreement<1.01", "-o", html]);
     expect(every.code).toBe(4);
@@ -412,14 +415,14 @@ describe("report", () => {
     const passed = await inProcess(["report", out, "--compare", earlierPath, "--fail-if", `team.agreement<0.5,psi>5,label_mass<${below}`, "-o", html]);
     expect(passed.stderr).toBe("");
     expect(passed.code).toBe(0);
-    expect(readFileSync(html, "utf8")).toContain("Drift gate passed");
+    expect(readFileSync(html, "utf8")).toContain("Gate passed");
   });
 
   it("--fail-if names an unknown metric or question in one line, exit 2, and writes no report", async () => {
     const cases: [string[], RegExp][] = [
       [
         ["--compare", out, "--fail-if", "team.pis>0.2"],
-        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass\n$/,
+        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass, with --gold on accuracy, .*\(docs\/metrics\.md\)\n$/,
       ],
       [
         ["--compare", out, "--fail-if", "topic.psi>0.2"],
@@ -438,6 +441,27 @@ describe("report", () => {
     const folder = await inProcess(["report", out, "-o", dir]);
     expect(folder.code).toBe(2);
     expect(folder.stderr).toMatch(/^typed-eval: cannot write --output .*: it is a directory, not a file; choose another path\n$/);
+  });
+
+  it("prints the same verdict from assess --compare and report --gold, first in the terminal and under verdict in the JSON; exit 0 without --fail-if", async () => {
+    const earlierPath = earlierRun("verdict-earlier.jsonl");
+    const html = join(dir, "verdict.html");
+    const a = await inProcess(["assess", out, "--gold", gold, "--compare", earlierPath, "--json", "--bootstrap", "10"]);
+    const r = await inProcess(["report", out, "--gold", gold, "--compare", earlierPath, "--json", "--bootstrap", "10", "-o", html]);
+    expect([a.code, r.code]).toEqual([0, 0]);
+    const fromAssess = JSON.parse(a.stdout) as { verdict: Verdict; compare: RunReport["compare"] };
+    const fromReport = JSON.parse(r.stdout) as RunReport & { verdict: Verdict; assessment: Assessment };
+    expect(fromAssess.verdict).toEqual(fromReport.verdict);
+    expect(fromAssess.compare).toEqual(fromReport.compare);
+    // team moved on a third of the records: its drift cell is act, yet nothing fails without a gate.
+    const team = fromReport.verdict.questions.find((q) => q.name === "team")!;
+    expect(team.cells.drift.mark).toBe("act");
+    expect(fromReport.verdict.mark).toBe("act");
+    expect(fromReport.assessment.rows.matched).toBe(N);
+    const terminal = await inProcess(["report", out, "--gold", gold, "--compare", earlierPath, "--bootstrap", "10", "-o", html]);
+    expect(terminal.code).toBe(0);
+    expect(terminal.stdout.split("\n")[0]).toBe(`Can these labels be used? ${fromReport.verdict.sentence}`);
+    expect(terminal.stdout).not.toMatch(/NaN/);
   });
 
   it("gives the same report from CSV and Parquet answers as from JSONL: level names, shares, histograms, label mass", async () => {

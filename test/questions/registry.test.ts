@@ -3,7 +3,7 @@ import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Question as QuestionSchema } from "../../src/api/schema.js";
 import { validateRequest } from "../../src/api/validate.js";
-import { infoOf, kindOf, QUESTION_KINDS, type Question } from "../../src/questions/index.js";
+import { infoOf, kindOf, SPEC_KINDS, type Question } from "../../src/questions/index.js";
 
 const SRC = join(import.meta.dirname, "../../src");
 /**
@@ -30,7 +30,7 @@ const SAMPLES: Record<string, Question> = {
 
 describe("the question registry", () => {
   it("no code outside src/questions switches on a type's name", () => {
-    const names = QUESTION_KINDS.map((k) => k.type);
+    const names = SPEC_KINDS.map((k) => k.type);
     const quoted = new RegExp(`"(${names.join("|")})"`);
     const offenders = sources(SRC)
       .map((path) => relative(SRC, path))
@@ -47,9 +47,9 @@ describe("the question registry", () => {
 
   it("the wire union lists every registered type, in registry order", () => {
     const union = QuestionSchema as unknown as { anyOf: { $id: string }[]; discriminator: { mapping: Record<string, string> } };
-    expect(Object.keys(union.discriminator.mapping)).toEqual(QUESTION_KINDS.map((k) => k.type));
-    expect(union.anyOf.map((m) => m.$id)).toEqual(QUESTION_KINDS.map((k) => k.question.$id));
-    expect(Object.keys(SAMPLES)).toEqual(QUESTION_KINDS.map((k) => k.type));
+    expect(Object.keys(union.discriminator.mapping)).toEqual(SPEC_KINDS.map((k) => k.type));
+    expect(union.anyOf.map((m) => m.$id)).toEqual(SPEC_KINDS.map((k) => k.question.$id));
+    expect(Object.keys(SAMPLES)).toEqual(SPEC_KINDS.map((k) => k.type));
   });
 
   for (const [type, question] of Object.entries(SAMPLES)) {

@@ -54,7 +54,7 @@ describe("job files", () => {
   it("check review thresholds and the audit share", () => {
     const q = { q: { type: "noul" } };
     expect(parseJob({ questions: q, review_below: { q: 0.8 }, audit_sample: "1%" }, "j")).toMatchObject({ review_below: { q: 0.8 }, audit_sample: "1%" });
-    expect(() => parseJob({ questions: q, review_below: { other: 0.8 } }, "j")).toThrow(/review_below\.other: no such question; the questions are q/);
+    expect(() => parseJob({ questions: q, review_below: { other: 0.8 } }, "j")).toThrow(/review_below\.other: no such question or part; the questions are q/);
     expect(() => parseJob({ questions: q, review_below: 1.5 }, "j")).toThrow(/review_below/);
     expect(() => parseJob({ questions: q, audit_sample: "lots" }, "j")).toThrow(/audit_sample: "lots" is not a share/);
   });

@@ -13,7 +13,7 @@ import type { ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import S3rver from "s3rver";
+import { startS3Store, type S3Store } from "../support/s3-proxy.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
@@ -41,7 +41,7 @@ function answer(res: ServerResponse, text: string): void {
 }
 let upstream: Upstream;
 
-let s3: S3rver;
+let s3: S3Store;
 let s3Endpoint: string;
 
 beforeAll(async () => {
@@ -50,8 +50,9 @@ beforeAll(async () => {
   // the runner does 3,000 records/s and a 2 ms poll can miss a whole run's "requests" phase).
   upstream = await startUpstream((_req, res, text) => void setTimeout(() => answer(res, text), 30));
   upstreamUrl = upstream.url;
-  s3 = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory: join(dir, "s3"), configureBuckets: [{ name: "out", configs: [] }] });
-  s3Endpoint = `http://127.0.0.1:${(await s3.run()).port}`;
+  // Through the proxy that gives s3rver the conditional writes an S3 journal's lock needs.
+  s3 = await startS3Store(join(dir, "s3"), ["out"]);
+  s3Endpoint = s3.proxy.url;
   // Records carry a 4.5 KB field kept in the output: about 7 MB of answers, so writing takes a while and S3 uploads in parts.
   const pad = "p".repeat(4500);
   writeFileSync(join(dir, "in.jsonl"), `${Array.from({ length: RECORDS }, (_, i) => JSON.stringify({ id: `r${i}`, text: `record r${i}`, pad })).join("\n")}\n`);

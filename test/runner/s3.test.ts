@@ -1,14 +1,17 @@
-/** S3 inputs and outputs against a real S3-compatible server (s3rver) started by the test. */
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+/**
+ * S3 inputs and outputs against a real S3-compatible server (s3rver) started
+ * by the test, behind the proxy that gives it conditional writes (as S3 has).
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
-import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { BIN, runCli, runInProcess } from "../support/cli.js";
 import { sendJson, startUpstream } from "../support/upstream.js";
-import S3rver from "s3rver";
+import { startS3Store, type S3Store } from "../support/s3-proxy.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generatedModel, TINY } from "../support/models.js";
 import { DuckDBInstance } from "@duckdb/node-api";
@@ -37,43 +40,28 @@ async function download(bucket: string, key: string, path: string): Promise<void
   writeFileSync(path, await object.Body!.transformToByteArray());
 }
 
-let server: S3rver;
-let endpoint: string;
+let store: S3Store;
 let client: S3Client;
 let dir: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-s3-"));
-  server = new S3rver({
-    port: 0,
-    address: "127.0.0.1",
-    silent: true,
-    directory: join(dir, "s3"),
-    configureBuckets: [
-      { name: "data", configs: [] },
-      { name: "bucket", configs: [] },
-    ],
-  });
-  const address = await server.run();
-  endpoint = `http://127.0.0.1:${address.port}`;
-  client = new S3Client({ endpoint, forcePathStyle: true, region: "us-east-1", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
+  store = await startS3Store(join(dir, "s3"), ["data", "bucket"]);
+  client = store.client;
 }, 30_000);
 
 afterAll(async () => {
-  await server?.close();
+  await store?.close();
 });
 
 const env = () => ({
   ...process.env,
-  AWS_ENDPOINT_URL_S3: endpoint,
-  AWS_ACCESS_KEY_ID: "S3RVER",
-  AWS_SECRET_ACCESS_KEY: "S3RVER",
+  ...store.env,
   TYPED_EVAL_MODEL_PATH: generatedModel(TINY),
   TYPED_EVAL_LOG_LEVEL: "warn",
   NODE_NO_WARNINGS: "1",
 });
 
-const cli = (args: string[]) => runCli(args, { cwd: dir, env: env() });
 /** In this process, where what is read and written is the point (the logger's lines are not seen). */
 const inProcess = (args: string[]) => {
   const { AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, TYPED_EVAL_MODEL_PATH } = env();
@@ -101,11 +89,15 @@ const jobFile = () => {
 };
 
 describe("S3", () => {
-  it("reads one key and writes the answers to S3", async () => {
+  it("reads one key and writes the answers to S3; the local copy of its S3 journal is gone once S3 holds it", async () => {
     await put("in/one.jsonl", records(0, 5));
-    const r = await cli(["run", "s3://data/in/one.jsonl", "--job", jobFile(), "-o", "s3://data/out/one.jsonl"]);
+    const cwd = join(dir, "one");
+    mkdirSync(cwd, { recursive: true });
+    const r = await runCli(["run", "s3://data/in/one.jsonl", "--job", jobFile(), "-o", "s3://data/out/one.jsonl"], { cwd, env: env() });
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.code).toBe(0);
+    // Nothing piles up in .typed-eval/ night after night: the journal is in S3.
+    expect(readdirSync(join(cwd, ".typed-eval")).filter((f) => f.startsWith("journal-"))).toEqual([]);
     const rows = (await get("out/one.jsonl"))
       .split("\n")
       .filter(Boolean)
@@ -265,7 +257,8 @@ describe("S3", () => {
     const second = join(dir, "worker-2");
     mkdirSync(first, { recursive: true });
     mkdirSync(second, { recursive: true });
-    const runEnv = { ...env(), TYPED_EVAL_API_KEY: "k" };
+    // A lock whose heartbeat beats every second: the rival sees it is alive within a second or two.
+    const runEnv = { ...env(), TYPED_EVAL_API_KEY: "k", TYPED_EVAL_S3_LOCK_STALE_MS: "4000" };
     try {
       const child = spawn(process.execPath, [BIN, ...args], { cwd: first, env: runEnv, stdio: "ignore" });
       const exited = new Promise((resolve) => child.on("exit", resolve));
@@ -279,8 +272,8 @@ describe("S3", () => {
       const paidBefore = [...asked.values()].reduce((a, b) => a + b, 0);
       expect(paidBefore).toBeLessThan(n);
       delay = 0;
-      // The dead worker ran on this host: its lock is taken over at once (a lease of 5 s leaves the live run room to renew its own).
-      const resumed = await runCli(args, { cwd: second, env: { ...runEnv, TYPED_EVAL_S3_LOCK_STALE_MS: "5000", TYPED_EVAL_LOG_LEVEL: "info" } });
+      // The dead worker ran on this host: its lock is taken over at once.
+      const resumed = await runCli(args, { cwd: second, env: { ...runEnv, TYPED_EVAL_LOG_LEVEL: "info" } });
       expect(resumed.stderr).toMatch(/resuming from the journal in s3:\/\/data\/out\/journal\.jsonl\.journal\/ \(\d+ segments\)/);
       expect(resumed.code).toBe(0);
       const rows = (await get("out/journal.jsonl"))
@@ -298,4 +291,64 @@ describe("S3", () => {
       await upstream.close();
     }
   }, 90_000);
+
+  describe("setup mistakes: exit 2, one line naming the setting, nothing paid", () => {
+    const setup = async (args: string[], extra: Record<string, string | undefined>, firstLine = /^typed-eval: stopped: bad input: /) => {
+      const cwd = join(dir, `setup-${Math.random().toString(36).slice(2)}`);
+      mkdirSync(cwd, { recursive: true });
+      writeFileSync(join(cwd, "in.jsonl"), records(0, 2));
+      const { AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, TYPED_EVAL_MODEL_PATH } = env();
+      const r = await runInProcess(
+        ["run", ...args, "--job", jobFile(), "--storage-retry", "1"],
+        { AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, TYPED_EVAL_MODEL_PATH, TYPED_EVAL_LOG_LEVEL: "error", ...extra },
+        { cwd },
+      );
+      expect(r.stderr).not.toMatch(/\n\s+at |internal error/);
+      expect(r.stderr.trim().split("\n")[0]).toMatch(firstLine);
+      return r;
+    };
+
+    it("an endpoint without its scheme", async () => {
+      // A setting of the environment, refused with the others before the run begins (api/env.ts).
+      const r = await setup(["s3://data/in/one.jsonl", "-o", "out.jsonl"], { AWS_ENDPOINT_URL_S3: "127.0.0.1:9000" }, /^typed-eval: /);
+      expect(r.stderr).toMatch(/\$AWS_ENDPOINT_URL_S3 takes an http:\/\/ or https:\/\/ URL, not "127\.0\.0\.1:9000"/);
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+      expect(r.code).toBe(2);
+    });
+
+    it("a bucket that does not exist, as the input and as the output", async () => {
+      const input = await setup(["s3://no-such-bucket/in.jsonl", "-o", "out.jsonl"], {});
+      expect(input.stderr).toMatch(/the bucket no-such-bucket does not exist \(s3:\/\/no-such-bucket\/in\.jsonl\): create it, or correct its name/);
+      expect(input.code).toBe(2);
+      const output = await setup(["in.jsonl", "-o", "s3://no-such-bucket/out.jsonl"], {});
+      expect(output.stderr).toMatch(/the bucket no-such-bucket does not exist/);
+      expect(output.code).toBe(2);
+    });
+
+    it("a prefix where the output object goes", async () => {
+      const r = await setup(["in.jsonl", "-o", "s3://data/answers/"], {});
+      expect(r.stderr).toMatch(
+        /--output s3:\/\/data\/answers\/ is a prefix, where an object goes: name the object, such as s3:\/\/data\/answers\/answers\.jsonl/,
+      );
+      expect(r.code).toBe(2);
+      // Refused at the check: no journal, no lock in the bucket.
+      expect((await client.send(new ListObjectsV2Command({ Bucket: "data", Prefix: "answers/.journal" }))).KeyCount ?? 0).toBe(0);
+    });
+
+    it("no AWS credentials anywhere", async () => {
+      const none = join(dir, "no-aws");
+      const r = await setup(["s3://data/in/one.jsonl", "-o", "out.jsonl"], {
+        // Another spelling of the same endpoint: a client of its own, which finds no credentials.
+        AWS_ENDPOINT_URL_S3: `${store.proxy.url}/`,
+        AWS_ACCESS_KEY_ID: undefined,
+        AWS_SECRET_ACCESS_KEY: undefined,
+        AWS_PROFILE: undefined,
+        AWS_SHARED_CREDENTIALS_FILE: join(none, "credentials"),
+        AWS_CONFIG_FILE: join(none, "config"),
+        AWS_EC2_METADATA_DISABLED: "true",
+      });
+      expect(r.stderr).toMatch(/no AWS credentials to reach s3:\/\/data\/in\/one\.jsonl: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE/);
+      expect(r.code).toBe(2);
+    });
+  });
 });

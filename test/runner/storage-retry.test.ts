@@ -1,7 +1,7 @@
 /** The one storage retry policy: what is retried, for how long, and what ends as the storage verdict. */
 import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError, env } from "../../src/api/env.js";
-import { isTransient, setStorageRetry, STORAGE_RETRY_MS, storageCall, withStorageStop } from "../../src/records/s3.js";
+import { endStorageRetries, isTransient, S3SetupError, setStorageRetry, STORAGE_RETRY_MS, storageCall, withStorageStop } from "../../src/records/s3.js";
 import { classify, isStorageFailure, StorageError } from "../../src/api/verdict.js";
 
 const checkFailure = (e: unknown) => classify(e, "check");
@@ -25,10 +25,10 @@ describe("storage retries", () => {
     expect(() => retry("soon")).toThrow(/^\$TYPED_EVAL_STORAGE_RETRY takes a duration/);
   });
 
-  it("classifies 5xx, 408, 429, resets, refusals and timeouts as transient; 403, 404 and 412 not", () => {
+  it("classifies 5xx, 408, 429, resets, refusals and timeouts as transient; 403, 404, 412 and 501 not", () => {
     for (const e of [http(500), http(503), http(408), http(429), net("ECONNRESET"), net("ECONNREFUSED"), net("ETIMEDOUT"), { name: "TimeoutError" }])
       expect(isTransient(e)).toBe(true);
-    for (const e of [http(403, "AccessDenied"), http(404, "NoSuchKey"), http(412, "PreconditionFailed"), new SyntaxError("x")])
+    for (const e of [http(403, "AccessDenied"), http(404, "NoSuchKey"), http(412, "PreconditionFailed"), http(501, "NotImplemented"), new SyntaxError("x")])
       expect(isTransient(e)).toBe(false);
   });
 
@@ -104,5 +104,63 @@ describe("storage retries", () => {
     }).catch((e: unknown) => e);
     expect(missing).not.toBeInstanceOf(StorageError);
     expect((missing as Error).name).toBe("NoSuchKey");
+  });
+
+  it("once the store failed for a whole window, what the run still writes shares the grace, not a window each", async () => {
+    setStorageRetry(2);
+    const failing = async () => {
+      throw http(503, "ServiceUnavailable");
+    };
+    const started = performance.now();
+    const ended: number[] = [];
+    const errors = await withStorageStop(
+      undefined,
+      async () => {
+        const first = await storageCall("shipping the journal to", "s3://b/j", failing).catch((e: unknown) => e);
+        ended.push(performance.now() - started);
+        // The summary, the last shipment and the lock: three more writes to the same dead store.
+        const rest = await Promise.all(["s3://b/usage", "s3://b/j2", "s3://b/lock"].map((at) => storageCall("writing", at, failing).catch((e: unknown) => e)));
+        ended.push(performance.now() - started);
+        return [first, ...rest];
+      },
+      300,
+    );
+    for (const e of errors) expect(e).toBeInstanceOf(StorageError);
+    expect((errors[1] as Error).message).toMatch(/^writing s3:\/\/b\/usage: the run was ending and the store was still failing \(HTTP 503/);
+    // A window's backoffs take at least 0.875 s before the next would pass 2 s.
+    expect(ended[0]).toBeGreaterThan(800);
+    // Within the 0.3 s grace of the first one's end (and some slack), not another window (again at least 0.875 s).
+    expect((ended[1] as number) - (ended[0] as number)).toBeLessThan(600);
+  });
+
+  it("after the verdict, an attempt that hangs is cut at the end of the grace", async () => {
+    const started = performance.now();
+    const error = await withStorageStop(
+      undefined,
+      async () => {
+        endStorageRetries();
+        return storageCall("writing the summary to", "s3://b/usage", () => new Promise<never>(() => undefined)).catch((e: unknown) => e);
+      },
+      200,
+    );
+    expect(error).toBeInstanceOf(StorageError);
+    expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
+  it("a setup mistake is named at once, never retried: no credentials, no such bucket", async () => {
+    let calls = 0;
+    const credentials = await storageCall("reading", "s3://b/k", async () => {
+      calls++;
+      throw Object.assign(new Error("Could not load credentials from any providers"), { name: "CredentialsProviderError" });
+    }).catch((e: unknown) => e);
+    expect(credentials).toBeInstanceOf(S3SetupError);
+    expect((credentials as S3SetupError).setting).toBe("AWS credentials");
+    const bucket = await storageCall("reading", "s3://nope/k", async () => {
+      calls++;
+      throw http(404, "NoSuchBucket");
+    }).catch((e: unknown) => e);
+    expect((bucket as Error).message).toBe("the bucket nope does not exist (s3://nope/k): create it, or correct its name");
+    expect(checkFailure(bucket).verdict).toBe("bad-input");
+    expect(calls).toBe(2);
   });
 });

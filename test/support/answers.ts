@@ -1,10 +1,11 @@
 /** Valid, consistent answers to any request, for upstream stand-ins in tests and benchmarks. */
-import type { Answer, Question, SystemOneRequest } from "../../src/api/schema.js";
+import type { Answer, SystemOneRequest } from "../../src/api/schema.js";
+import type { SpecQuestion } from "../../src/questions/index.js";
 
 /** `noul` is the probability every yes/no answer gets, so a stand-in can make each record's answers its own. */
 export function plausibleAnswers(questions: SystemOneRequest["questions"], noul = 0.25): Record<string, Answer> {
   const answers: Record<string, Answer> = {};
-  for (const [name, q] of Object.entries(questions) as [string, Question][]) {
+  for (const [name, q] of Object.entries(questions) as [string, SpecQuestion][]) {
     if (q.type === "noul") answers[name] = { type: "noul", noul };
     else if (q.type === "choice") {
       const options = Object.keys(q.criteria);

@@ -1,11 +1,21 @@
 /**
  * A fault-injecting HTTP proxy in front of a real S3-compatible server
  * (s3rver, path-style addressing): requests pass through unchanged until a
- * rule matches, then get a status (503, 403, ...) with an S3 error body, or
- * their connection reset. Rules can be set and cleared at any moment.
+ * rule matches, then get a status (503, 403, ...) with an S3 error body,
+ * their connection reset, a delay, or their answer cut after some bytes.
+ * Rules can be set and cleared at any moment.
+ *
+ * s3rver ignores conditional writes and reads (`If-None-Match: *` and
+ * `If-Match` on PUT, `If-Match` on GET, HEAD and DELETE). The proxy honours
+ * them as S3 does (412 when the condition fails, 404 for `If-Match` on a key
+ * that is not there), checking and forwarding one write to a key at a time,
+ * so the tests run against a store that has them; `conditional(false)` turns
+ * that off, for a store that has none.
  */
 import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { S3Client } from "@aws-sdk/client-s3";
+import S3rver from "s3rver";
 
 export interface FaultRule {
   /** HTTP method to match (GET, PUT, POST, DELETE, HEAD); any when absent. */
@@ -16,6 +26,14 @@ export interface FaultRule {
   status?: number;
   /** Drop the connection without an answer. */
   reset?: boolean;
+  /** Forward, but only after this many milliseconds. */
+  delayMs?: number;
+  /** Forward, and drop the connection once this many bytes of the answer's body have passed. */
+  cutAfterBytes?: number;
+  /** With `cutAfterBytes`: awaited at the cut, before the connection drops (to change the object meanwhile). */
+  atCut?: () => Promise<void>;
+  /** How many requests the rule takes before it lapses; all of them when absent. */
+  times?: number;
 }
 
 export interface S3Proxy {
@@ -23,37 +41,146 @@ export interface S3Proxy {
   url: string;
   /** Replaces the rules (an empty list lets everything through). */
   faults(rules: FaultRule[]): void;
-  /** Requests seen and how many a rule answered. */
-  counts: { seen: number; faulted: number };
+  /** Whether conditional requests are honoured (on when the proxy starts). */
+  conditional(on: boolean): void;
+  /** Requests seen, how many a rule took, and how many conditions failed (412). */
+  counts: { seen: number; faulted: number; preconditionFailed: number };
   close(): Promise<void>;
 }
 
-const CODES: Record<number, string> = { 403: "AccessDenied", 500: "InternalError", 503: "ServiceUnavailable" };
+const CODES: Record<number, string> = {
+  403: "AccessDenied",
+  404: "NoSuchKey",
+  412: "PreconditionFailed",
+  500: "InternalError",
+  503: "ServiceUnavailable",
+};
+
+function errorAnswer(req: IncomingMessage, res: ServerResponse, status: number): void {
+  res.writeHead(status, { "content-type": "application/xml" });
+  res.end(
+    req.method === "HEAD"
+      ? undefined
+      : `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${CODES[status] ?? "Error"}</Code><Message>injected</Message></Error>`,
+  );
+}
+
+/** The ETag of `path` on the target (without its query), or undefined when there is no such object. */
+function etagAt(to: URL, path: string): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const head = request({ host: to.hostname, port: to.port, method: "HEAD", path: path.split("?")[0] }, (answer) => {
+      answer.resume();
+      resolve(answer.statusCode === 200 ? String(answer.headers.etag ?? "") : undefined);
+    });
+    head.on("error", reject);
+    head.end();
+  });
+}
+
+/** Whether an `If-Match` list names this ETag (quoted or not), or is `*`. */
+function matches(list: string, etag: string): boolean {
+  const bare = (tag: string) => tag.trim().replace(/^W\//, "").replace(/^"|"$/g, "");
+  return list.split(",").some((tag) => tag.trim() === "*" || bare(tag) === bare(etag));
+}
+
+/** The status a conditional request fails with on the object as it is, or undefined when it may go on. */
+async function failedCondition(to: URL, req: IncomingMessage): Promise<number | undefined> {
+  const ifMatch = req.headers["if-match"];
+  const ifNoneMatch = req.method === "PUT" ? req.headers["if-none-match"] : undefined;
+  if (ifMatch === undefined && ifNoneMatch === undefined) return undefined;
+  const etag = await etagAt(to, req.url ?? "/");
+  if (ifNoneMatch !== undefined && etag !== undefined && (ifNoneMatch.trim() === "*" || matches(ifNoneMatch, etag))) return 412;
+  if (ifMatch !== undefined) {
+    if (etag === undefined) return 404;
+    if (!matches(ifMatch, etag)) return 412;
+  }
+  return undefined;
+}
+
+/** Forwards a request, applying a rule's delay or cut. */
+function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: FaultRule | undefined, done: () => void): void {
+  const headers = { ...req.headers };
+  delete headers["if-match"];
+  if (req.method === "PUT") delete headers["if-none-match"];
+  // A client that gives up mid-answer must not hold the key's queue.
+  res.on("close", done);
+  const out = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers }, (answer) => {
+    res.writeHead(answer.statusCode ?? 502, answer.headers);
+    const cut = rule?.cutAfterBytes;
+    if (cut === undefined) {
+      answer.pipe(res);
+      answer.on("end", done);
+      return;
+    }
+    let passed = 0;
+    answer.on("data", (chunk: Buffer) => {
+      if (passed >= cut) return;
+      const part = chunk.subarray(0, cut - passed);
+      passed += part.length;
+      res.write(part);
+      if (passed < cut) return;
+      answer.pause();
+      void (rule?.atCut?.() ?? Promise.resolve()).finally(() => {
+        answer.destroy();
+        req.socket.destroy();
+        done();
+      });
+    });
+    answer.on("end", done);
+  });
+  out.on("error", () => {
+    req.socket.destroy();
+    done();
+  });
+  // A client killed mid-request must not leave its half-sent request open on the server behind.
+  res.on("close", () => {
+    if (!res.writableFinished) out.destroy();
+  });
+  req.pipe(out);
+}
 
 /** Starts the proxy on a free loopback port, forwarding to `target` (`http://127.0.0.1:<port>`). */
 export async function startS3Proxy(target: string): Promise<S3Proxy> {
   const to = new URL(target);
   let rules: FaultRule[] = [];
-  const counts = { seen: 0, faulted: 0 };
+  let conditional = true;
+  const counts = { seen: 0, faulted: 0, preconditionFailed: 0 };
+  // One write (or conditional request) per key at a time: a condition checked is still true when the write lands.
+  const queues = new Map<string, Promise<void>>();
+  const serialized = (key: string, work: (done: () => void) => void): void => {
+    const before = queues.get(key) ?? Promise.resolve();
+    const turn = before.then(() => new Promise<void>((resolve) => work(resolve)));
+    queues.set(key, turn);
+    void turn.then(() => {
+      if (queues.get(key) === turn) queues.delete(key);
+    });
+  };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     counts.seen++;
-    const rule = rules.find((r) => (!r.method || r.method === req.method) && (!r.path || r.path.test(req.url ?? "")));
-    if (rule) {
-      counts.faulted++;
+    const rule = rules.find((r) => (!r.method || r.method === req.method) && (!r.path || r.path.test(req.url ?? "")) && (r.times ?? 1) > 0);
+    if (rule?.times !== undefined) rule.times--;
+    if (rule) counts.faulted++;
+    if (rule && (rule.reset || rule.status !== undefined)) {
       req.resume();
-      if (rule.reset || rule.status === undefined) return void req.socket.destroy();
-      const code = CODES[rule.status] ?? "Error";
-      res.writeHead(rule.status, { "content-type": "application/xml" });
-      return void res.end(
-        req.method === "HEAD" ? undefined : `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>injected</Message></Error>`,
-      );
+      if (rule.status === undefined) return void req.socket.destroy();
+      return errorAnswer(req, res, rule.status);
     }
-    const forward = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on("error", () => req.socket.destroy());
-    req.pipe(forward);
+    const key = (req.url ?? "/").split("?")[0] ?? "/";
+    const plainWrite = (req.method === "PUT" || req.method === "DELETE") && !(req.url ?? "").includes("?");
+    const conditions = conditional && (req.headers["if-match"] !== undefined || (req.method === "PUT" && req.headers["if-none-match"] !== undefined));
+    const go = (done: () => void) =>
+      setTimeout(async () => {
+        const failed = conditions ? await failedCondition(to, req).catch(() => 502) : undefined;
+        if (failed !== undefined) {
+          if (failed === 412) counts.preconditionFailed++;
+          req.resume();
+          errorAnswer(req, res, failed);
+          return done();
+        }
+        forward(to, req, res, rule, done);
+      }, rule?.delayMs ?? 0);
+    if (conditions || plainWrite) serialized(key, go);
+    else go(() => undefined);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -61,11 +188,58 @@ export async function startS3Proxy(target: string): Promise<S3Proxy> {
     faults: (next) => {
       rules = next;
     },
+    conditional: (on) => {
+      conditional = on;
+    },
     counts,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/** A real S3-compatible server (s3rver) holding `buckets`, the proxy in front of it, and a client that reaches the server directly. */
+export interface S3Store {
+  server: S3rver;
+  proxy: S3Proxy;
+  /** Talks to the server itself, past the proxy: the test's own reads and writes. */
+  client: S3Client;
+  /** What a run's environment needs to reach the store through the proxy. */
+  env: { AWS_ENDPOINT_URL_S3: string; AWS_ACCESS_KEY_ID: string; AWS_SECRET_ACCESS_KEY: string; AWS_REGION: string };
+  close(): Promise<void>;
+}
+
+/** Starts s3rver on a free port with its data under `directory`, and the proxy in front of it. */
+export async function startS3Store(directory: string, buckets: string[]): Promise<S3Store> {
+  const server = new S3rver({
+    port: 0,
+    address: "127.0.0.1",
+    silent: true,
+    directory,
+    configureBuckets: buckets.map((name) => ({ name, configs: [] })),
+  });
+  const address = await server.run();
+  const endpoint = `http://127.0.0.1:${address.port}`;
+  const proxy = await startS3Proxy(endpoint);
+  const credentials = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
+  const client = new S3Client({ endpoint, forcePathStyle: true, region: "us-east-1", credentials });
+  return {
+    server,
+    proxy,
+    client,
+    env: {
+      AWS_ENDPOINT_URL_S3: proxy.url,
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+      AWS_REGION: "us-east-1",
+    },
+    close: async () => {
+      await proxy.close();
+      // A killed run can leave a request half sent through the proxy; s3rver's close would wait for it for ever.
+      (server as unknown as { httpServer?: import("node:http").Server }).httpServer?.closeAllConnections();
+      await server.close();
+    },
   };
 }

@@ -1,9 +1,9 @@
 /** From a record to a request: the state by field or dotted path, the id, kept fields, the shard. */
 import { describeIssues } from "../../api/errors.js";
 import { createHash } from "node:crypto";
-import type { SystemOneRequest } from "../../api/schema.js";
+import type { EvaluatorRequest } from "../../api/schema.js";
 import { MAX_BODY_BYTES } from "../../api/limits.js";
-import { validateRequest } from "../../api/validate.js";
+import { validateEvaluatorRequest } from "../../api/validate.js";
 import type { Job } from "../../records/job.js";
 import { formatBytes } from "../../records/sources.js";
 import { valueAt, type SourceItem } from "../../records/source.js";
@@ -14,7 +14,7 @@ export function fieldsRead(job: Pick<Job, "state" | "id" | "keep">): string[] | 
   return [job.state, ...(job.id === undefined ? [] : [job.id]), ...(job.keep ?? [])];
 }
 
-export type Built = { ok: true; request: SystemOneRequest; id: string; keep: Record<string, unknown> } | { ok: false; id: string; message: string };
+export type Built = { ok: true; request: EvaluatorRequest; id: string; keep: Record<string, unknown> } | { ok: false; id: string; message: string };
 
 /** Builds a record's request; a missing or unusable state is an error that names the field. */
 export function buildRequest(job: Job, record: unknown, line: number): Built {
@@ -30,11 +30,11 @@ export function buildRequest(job: Job, record: unknown, line: number): Built {
   // The API takes text, objects and arrays: numbers and booleans are sent as their text.
   if (typeof state === "number" || typeof state === "boolean") state = String(state);
   const keep = Object.fromEntries((job.keep ?? []).map((field) => [field, valueAt(record, field) ?? null]));
-  return { ok: true, id, keep, request: { state: state as SystemOneRequest["state"], model: job.model, questions: job.questions } };
+  return { ok: true, id, keep, request: { state: state as EvaluatorRequest["state"], model: job.model, questions: job.questions } };
 }
 
 /** A request's content as JSON: what its identity is hashed from, and within a few bytes the size of the body sent. */
-function requestText(request: SystemOneRequest): string {
+function requestText(request: EvaluatorRequest): string {
   return JSON.stringify([request.model, request.state, request.questions]);
 }
 
@@ -80,7 +80,7 @@ export function fnv1a(text: string): number {
 export type Prepared =
   | { kind: "other-shard" }
   | { kind: "invalid"; id: string; status: number; type: string; message: string }
-  | { kind: "request"; id: string; keep: Record<string, unknown>; request: SystemOneRequest; hash: string };
+  | { kind: "request"; id: string; keep: Record<string, unknown>; request: EvaluatorRequest; hash: string };
 
 /**
  * The one path from an input item to a request, shared by `run` and
@@ -94,7 +94,7 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
   const built = buildRequest(job, item.record, item.line);
   if (!inShard(shard, built.id)) return { kind: "other-shard" };
   if (!built.ok) return { kind: "invalid", id: built.id, status: 0, type: "invalid_record", message: `line ${item.line}: ${built.message}` };
-  const checked = validateRequest(built.request);
+  const checked = validateEvaluatorRequest(built.request);
   if (!checked.ok) {
     const detail = describeIssues(checked.errors);
     return { kind: "invalid", id: built.id, status: 422, type: "validation_error", message: `line ${item.line}: ${detail}` };

@@ -2,10 +2,11 @@
  * The flat columns of an answers output, shared by CSV and Parquet: one
  * definition of each column's name, kind and value, so the two formats can
  * never disagree about what a row holds. Each question type names its own
- * columns (`src/questions`).
+ * columns (`src/questions`); a question with parts has its parts' columns,
+ * each part named `<question>.<part>` like a question of its type.
  */
 import type { Answer, Question } from "../../api/schema.js";
-import { kindOf as questionKind } from "../../questions/index.js";
+import { kindOf as questionKind, unitAnswers, unitsOf } from "../../questions/index.js";
 import type { AnswerEntry } from "../state/journal.js";
 import { reviewReason, type ReviewVerdict } from "../../records/review.js";
 
@@ -13,14 +14,14 @@ import { reviewReason, type ReviewVerdict } from "../../records/review.js";
 export interface OutputRow {
   entry: AnswerEntry;
   answers: Record<string, Answer>;
-  /** Raw answers of calibrated questions: p(yes) for a noul, else the probability map. */
+  /** Raw answers of calibrated units: p(yes) for a noul, else the probability map. */
   raw?: Record<string, number | Record<string, number>> | undefined;
   review?: ReviewVerdict | undefined;
 }
 
 /** Options that change a row's columns: raw probabilities of calibrated questions, review columns. */
 export interface RowShape {
-  /** Questions whose raw probabilities are written beside the calibrated ones. */
+  /** Units whose raw probabilities are written beside the calibrated ones. */
   calibrated: ReadonlySet<string>;
   /** Review files lead each row with why it is there. */
   review: boolean;
@@ -49,11 +50,22 @@ export function assertNever(x: never): never {
   throw new TypeError(`unexpected value ${JSON.stringify(x)}`);
 }
 
-/** A question's columns: its type's own answer columns, then one per probability its answer is read back from (`<name>.p.<label>`). */
+/** The answers of a row by unit, worked out once per row (a row's answers are written once, then dropped). */
+const UNIT_ANSWERS = new WeakMap<Record<string, Answer>, Record<string, Answer>>();
+function unitAnswersOf(answers: Record<string, Answer>): Record<string, Answer> {
+  let units = UNIT_ANSWERS.get(answers);
+  if (!units) {
+    units = unitAnswers(answers);
+    UNIT_ANSWERS.set(answers, units);
+  }
+  return units;
+}
+
+/** A unit's columns: its type's own answer columns, then one per probability its answer is read back from (`<name>.p.<label>`). */
 function questionColumns(name: string, question: Question): FlatColumn[] {
   const kind = questionKind(question);
   const answer = (r: OutputRow): Answer | undefined => {
-    const a = r.answers[name];
+    const a = unitAnswersOf(r.answers)[name];
     return a?.type === kind.type ? a : undefined;
   };
   const own = new Set(kind.columns.map((c) => c.suffix));
@@ -95,7 +107,7 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
     );
   }
   for (const field of keep) columns.push({ name: field, kind: kept?.get(field) ?? "json", value: (r) => r.entry.keep?.[field] });
-  for (const [name, question] of Object.entries(questions)) {
+  for (const [name, { question }] of unitsOf(questions)) {
     columns.push(...questionColumns(name, question));
     if (shape.calibrated.has(name)) columns.push(...rawColumns(name, question));
     // As JSONL's label_mass: the report and assess read the same figures from every format (empty where the model gives none).

@@ -6,12 +6,13 @@
  */
 import type { Answer, Question } from "../../api/schema.js";
 import { answerDistribution } from "../../calibration/maps.js";
+import { unitAnswers, unitsOf } from "../../questions/index.js";
 import type { ReviewVerdict } from "../../records/review.js";
 import { unitHash } from "../input/requests.js";
 
-/** Review routing: per-question thresholds on the top label's probability, and the audit sample. */
+/** Review routing: per-unit thresholds on the top label's probability, and the audit sample. */
 export interface ReviewPolicy {
-  /** Question -> threshold; a row goes to review when any gated answer's top-label probability is below it. */
+  /** Unit (a question, or a part `<question>.<part>`) -> threshold; a row goes to review when any gated answer's top-label probability is below it. */
   thresholds: Record<string, number>;
   /** Share of accepted rows sampled for audit, 0..1. */
   auditRate: number;
@@ -32,11 +33,14 @@ export function auditKey(job: { id?: string | undefined }, record: { source: str
   return job.id === undefined ? `${record.source}:${record.id}` : record.id;
 }
 
+/** Why a row goes to review (each unit whose answer is below its threshold), and whether it is sampled for audit. */
 export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Question>, answers: Record<string, Answer>, key: string): ReviewVerdict {
   const reasons: ReviewVerdict["reasons"] = [];
+  const units = unitsOf(questions);
+  const given = unitAnswers(answers);
   for (const [name, threshold] of Object.entries(policy.thresholds)) {
-    const q = questions[name];
-    const a = answers[name];
+    const q = units.get(name)?.question;
+    const a = given[name];
     if (!q || !a) continue;
     const confidence = topLabelProbability(q, a);
     if (confidence < threshold) reasons.push({ question: name, confidence, threshold });
@@ -44,7 +48,19 @@ export function reviewVerdict(policy: ReviewPolicy, questions: Record<string, Qu
   return { reasons, audit: reasons.length === 0 && policy.auditRate > 0 && unitHash(`${policy.seed}:${key}`) < policy.auditRate };
 }
 
-/** Review thresholds per question from one number (every question) or a map. */
+/**
+ * Review thresholds per unit from one number (every unit) or a map by
+ * question or part: a question with parts passes its number to each part
+ * (a part's own number wins).
+ */
 export function reviewThresholds(questions: Record<string, Question>, below: number | Record<string, number>): Record<string, number> {
-  return typeof below === "number" ? Object.fromEntries(Object.keys(questions).map((name) => [name, below])) : { ...below };
+  const units = [...unitsOf(questions)];
+  if (typeof below === "number") return Object.fromEntries(units.map(([name]) => [name, below]));
+  const own = (key: string) => (Object.hasOwn(below, key) ? below[key] : undefined);
+  return Object.fromEntries(
+    units.flatMap(([name, unit]) => {
+      const threshold = own(name) ?? (unit.of === undefined ? undefined : own(unit.of));
+      return threshold === undefined ? [] : [[name, threshold]];
+    }),
+  );
 }

@@ -11,8 +11,8 @@ import { dirname, join } from "node:path";
 import { env } from "../../api/env.js";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { parseS3, s3Client, storageCall } from "../../records/s3.js";
-import { StorageError, SourceError } from "../../api/verdict.js";
+import { s3Client, s3Object, storageCall } from "../../records/s3.js";
+import { StorageError } from "../../api/verdict.js";
 import { partialFile, type OutputTarget } from "./targets.js";
 
 /** Where S3 outputs are assembled before their upload ($TYPED_EVAL_STAGING, default .typed-eval/outputs). */
@@ -22,20 +22,23 @@ function stagingDir(): string {
 
 /** An output assembled locally (every write checked, as a local file's), then uploaded to S3; kept locally, named in the error, if the upload fails. */
 export function s3Target(location: string, client: S3Client = s3Client()): OutputTarget {
-  const { bucket, key } = parseS3(location);
-  if (!key || key.endsWith("/")) throw new SourceError(`an S3 output needs a key, not a prefix: ${location}`);
+  const { bucket, key } = s3Object(location, "the output");
   return {
     describe: location,
     open: () => {
       const staged = join(stagingDir(), bucket, key);
       mkdirSync(dirname(staged), { recursive: true });
-      const upload = () =>
-        new Upload({
+      const upload = (signal: AbortSignal | undefined) => {
+        const parts = new Upload({
           client,
           params: { Bucket: bucket, Key: key, Body: createReadStream(staged) },
           leavePartsOnError: false,
           partSize: 5 * 1024 * 1024,
-        }).done();
+        });
+        // Cut short when the run's ending budget runs out: the parts are discarded, the staged file kept.
+        signal?.addEventListener("abort", () => void parts.abort().catch(() => undefined), { once: true });
+        return parts.done();
+      };
       return partialFile(staged, async () => {
         try {
           await storageCall("uploading to", location, upload);

@@ -170,7 +170,8 @@ export class RunLimiter {
     const group = Math.max(1, Math.floor(rpm / 60));
     this.requests = new Window(group, (60_000 * group) / rpm, Math.max(1, Math.min(256, Math.floor(group / 4))));
     this.tokens = new Window(options.tokensPerSecond, 1000, Math.max(1, Math.min(4_000_000, Math.floor(options.tokensPerSecond / 4))));
-    this.now = options.now ?? Date.now;
+    // Monotonic: a wall clock stepped back (NTP) would otherwise hold every request until it caught up.
+    this.now = options.now ?? (() => performance.now());
     this.pace = new Pace(this.now, options.pace);
     // Retries refill at 5% of the request limit per second (at least one a second) when nothing succeeds.
     this.budget = new RetryBudget(Math.max(1, (rpm / 60) * 0.05), this.now);

@@ -94,7 +94,7 @@ export class Pace {
   private knee: { pace: number; at: number } | undefined;
 
   constructor(
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = () => performance.now(),
     settings: Partial<PaceSettings> = {},
   ) {
     this.settings = { ...DEFAULT_PACE, ...settings };
@@ -184,7 +184,7 @@ export class RetryBudget {
 
   constructor(
     private readonly perSecond: number,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = () => performance.now(),
     private readonly ratio = 0.2,
     private readonly cap = 100,
     initial = 10,

@@ -14,7 +14,7 @@ import {
   UpstreamUnavailableError,
 } from "../../api/errors.js";
 import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
-import type { SystemOneRequest } from "../../api/schema.js";
+import type { EvaluatorRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
 import { EndpointAbort, VerdictError } from "../../api/verdict.js";
@@ -59,7 +59,7 @@ export class Sender {
   constructor(private readonly options: SenderOptions) {}
 
   /** One request, with retries; every attempt goes through the limiter. */
-  async send(request: SystemOneRequest, estimate: number): Promise<Outcome> {
+  async send(request: EvaluatorRequest, estimate: number): Promise<Outcome> {
     const { limiter, signal } = this.options;
     for (let attempt = 0; ; attempt++) {
       signal.throwIfAborted();
@@ -79,7 +79,7 @@ export class Sender {
   }
 
   /** One attempt through the limiter, counted at the wire. */
-  private attempt(request: SystemOneRequest, estimate: number, attempt: number): Promise<Evaluation> {
+  private attempt(request: EvaluatorRequest, estimate: number, attempt: number): Promise<Evaluation> {
     const { evaluator, limiter, signal } = this.options;
     return limiter.schedule(
       estimate,

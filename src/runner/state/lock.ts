@@ -37,17 +37,18 @@ export class LockedError extends Error {
   constructor(
     readonly path: string,
     readonly holder: LockHolder | undefined,
-    /** When the lock lapses if its holder stops renewing it (S3 locks); undefined for a lock held until released. */
-    readonly expires?: Date,
+    /** How long a heartbeat that stopped takes to make the lock stale (S3 locks); undefined for a lock held until released. */
+    readonly staleMs?: number,
   ) {
+    const stale = staleMs === undefined ? undefined : `${Math.round(staleMs / 1000)} s`;
     super(
       holder
         ? `another run holds ${path}: pid ${holder.pid} on ${holder.host}, started ${holder.started}. ${
-            expires
-              ? `Wait for it to finish; if that run is gone, its lock expires at ${expires.toISOString()}: rerun after that`
+            stale
+              ? `Wait for it to finish; if that run is gone, a rerun takes its lock over once its heartbeat has stood still for ${stale}`
               : `Wait for it to finish${holder.host === hostname() ? "" : `, or if that run is gone, delete ${path}`}`
           }`
-        : `another run holds ${path} (its lock is unreadable); if no run is going, delete ${path}`,
+        : `another run holds ${path} (its lock is unreadable)${stale ? `; a rerun takes it over once it has stood still for ${stale}` : `; if no run is going, delete ${path}`}`,
     );
   }
 }
@@ -149,15 +150,16 @@ const RECHECK_MS = 250;
 
 function fencedLock(path: string, me: LockHolder): Lock {
   let lost = false;
-  let checked = Date.now();
+  // Monotonic: a wall clock stepped back must not stop the rereads.
+  let checked = performance.now();
   return {
     path,
     get lost() {
       return lost;
     },
     assertHeld() {
-      if (!lost && Date.now() - checked >= RECHECK_MS) {
-        checked = Date.now();
+      if (!lost && performance.now() - checked >= RECHECK_MS) {
+        checked = performance.now();
         lost = readHolder(path)?.nonce !== me.nonce;
       }
       if (lost) throw new LockLostError(`this run's lock ${path} was removed or taken over by another run`);

@@ -1,0 +1,307 @@
+/**
+ * The verdict: can these labels be used? One row per question, one cell per
+ * column (answered, agreement with gold, calibration, drift, suspects, the
+ * weakest class's recall), each marked by the rules of metric-table.ts, and
+ * one sentence above naming the questions to look at first. `assess` and
+ * `report` build it here from whatever they were given (gold labels, an
+ * earlier run, a gate), and print it the same way in the terminal, the JSON
+ * and the HTML.
+ */
+import type { QuestionType } from "../api/schema.js";
+import { describeIdentity } from "../evaluator/evaluator.js";
+import type { Assessment, QuestionAssessment } from "./assess.js";
+import { type Breach, breaches, type Condition, conditionKey, type GateSubject } from "./gate.js";
+import {
+  CLASS_METRICS,
+  COLUMN_KEYS,
+  type ColumnKey,
+  classGateName,
+  columnOfMetric,
+  gateName,
+  type Mark,
+  METRIC_TABLE,
+  type Metric,
+  metricsOf,
+  VERDICT_COLUMN_LIST,
+  VERDICT_COLUMNS,
+  VERDICT_COMMON_RULE,
+  weakestClass,
+} from "./metric-table.js";
+import { intervalText, listText, num, pct, tally } from "./numbers.js";
+import type { RunReport, Shift } from "./report.js";
+
+/** One cell: its mark (n/a: no evidence, never ok) and what it shows; the gate conditions that broke here. */
+export interface VerdictCell {
+  mark: Mark | "n/a";
+  text: string;
+  gate?: string[];
+}
+
+export interface QuestionVerdict {
+  name: string;
+  type: QuestionType;
+  /** The worst mark of its cells with evidence; n/a when none has any. */
+  mark: Mark | "n/a";
+  cells: Record<ColumnKey, VerdictCell>;
+}
+
+/** The models of this run and of the run it is compared with, as a person would name them. */
+export interface ModelFacts {
+  now?: string | undefined;
+  earlier?: string | undefined;
+  /** true: the earlier run was answered by another model (or other weights or endpoint); null: cannot tell. */
+  changed: boolean | null;
+  text: string;
+}
+
+export interface Verdict {
+  /** The worst mark of every cell with evidence: what a scheduler reads. */
+  mark: Mark;
+  /** One sentence: can these labels be used, and which questions to look at first. */
+  sentence: string;
+  model: ModelFacts;
+  questions: QuestionVerdict[];
+  /** Columns no question has evidence for, with the reason. */
+  not_measured: { column: ColumnKey; reason: string }[];
+  rules: { column: ColumnKey; label: string; rule: string }[];
+  common_rule: string;
+}
+
+const RANK: Record<Mark, number> = { ok: 0, look: 1, act: 2 };
+const worst = (marks: readonly (Mark | "n/a")[]): Mark | "n/a" =>
+  marks.reduce<Mark | "n/a">((w, m) => (m === "n/a" ? w : w === "n/a" || RANK[m] > RANK[w] ? m : w), "n/a");
+
+const na = (reason: string): VerdictCell => ({ mark: "n/a", text: `n/a: ${reason}` });
+
+/** What the verdict is built from: any of gold (an assessment), a run report (with or without a comparison), and a gate's breaches. */
+export interface VerdictInputs {
+  assessment?: Assessment | undefined;
+  report?: RunReport | undefined;
+  breaches?: readonly Breach[];
+  /** Rows answered and failed, when neither input says (defaults: the report's, else the assessment's). */
+  answered?: number;
+  failed?: number | undefined;
+}
+
+/** A model as a person names it: its id, and what stood behind it. */
+function modelName(model: string | undefined, identity: string | undefined): string | undefined {
+  if (!model && !identity) return undefined;
+  const behind = identity ? describeIdentity(identity) : undefined;
+  return [model, behind && behind !== model ? behind : undefined].filter(Boolean).join(": ");
+}
+
+/** This run's model and the earlier run's, and whether they differ (identities when both are known, else model ids). */
+export function modelFacts(
+  now: { model?: string | undefined; identity?: string | undefined },
+  earlier?: { model?: string | undefined; identity?: string | undefined },
+): ModelFacts {
+  const n = modelName(now.model, now.identity);
+  const e = earlier ? modelName(earlier.model, earlier.identity) : undefined;
+  let changed: boolean | null = null;
+  if (earlier) {
+    if (now.identity && earlier.identity) changed = now.identity !== earlier.identity;
+    else if (now.model && earlier.model) changed = now.model !== earlier.model;
+  }
+  const text = !earlier
+    ? `Model: ${n ?? "not recorded"}.`
+    : changed
+      ? `The model changed: the earlier run was answered by ${e}, this one by ${n}; what moved may be the model, not the data.`
+      : changed === false
+        ? `Model: ${n}, the same as the earlier run's.`
+        : `Model: ${n ?? "not recorded"}; the earlier run's: ${e ?? "not recorded"} (whether it changed cannot be told).`;
+  return { now: n, earlier: e, changed, text };
+}
+
+function answeredCell(answered: number, failed: number | undefined): VerdictCell {
+  if (failed === undefined) return na(`${tally(answered)} answered; failures not recorded (no errors file or usage summary beside the answers)`);
+  const mark = VERDICT_COLUMNS.answered.mark({ answered, failed });
+  return { mark, text: `${tally(answered)} answered, ${tally(failed)} failed${failed ? ` (${pct(failed / (answered + failed))})` : ""}` };
+}
+
+function agreementCell(q: QuestionAssessment): VerdictCell {
+  const accuracy = q.metrics["accuracy"];
+  if (accuracy === undefined || !Number.isFinite(accuracy)) return na("accuracy could not be computed");
+  const interval = q.intervals["accuracy"] ?? [accuracy, accuracy];
+  const commonest = Math.max(...q.gold_shares);
+  const mark = VERDICT_COLUMNS.agreement.mark({ accuracy, interval, commonest });
+  const baseline = interval[1] <= commonest ? `; always answering the commonest gold label scores ${num(commonest)}` : "";
+  return { mark, text: `${num(accuracy)} (95%: ${intervalText(interval)}) on ${tally(q.n)} gold rows${baseline}` };
+}
+
+function calibrationCell(q: QuestionAssessment): VerdictCell {
+  const ece = q.metrics["ece"];
+  const debiased = q.intervals["ece_debiased"];
+  if (ece === undefined || !Number.isFinite(ece) || !debiased) return na("ECE could not be computed");
+  const noiseP95 = q.ece_noise_floor.p95;
+  const mark = VERDICT_COLUMNS.calibration.mark({ ece, noiseP95, debiased });
+  return {
+    mark,
+    text:
+      mark === "ok"
+        ? `ECE ${num(ece)}, within the noise floor ${num(noiseP95)}`
+        : `ECE ${num(ece)} above the noise floor ${num(noiseP95)}; ${num(q.metrics["ece_debiased"])} with noise removed (95%: ${intervalText(debiased)})`,
+  };
+}
+
+function weakestCell(q: QuestionAssessment): VerdictCell {
+  if (!q.classes) return na("a score's levels are ordered: read its quadratic kappa");
+  const weakest = weakestClass(q.classes);
+  if (!weakest?.recall_interval) return na("no class has gold rows");
+  const mark = VERDICT_COLUMNS.weakest_class.mark({ interval: weakest.recall_interval });
+  const rare = weakest.rare ? `, a rare class (${pct(weakest.share)} of gold)` : "";
+  return {
+    mark,
+    text: `${weakest.label}: ${num(weakest.recall)} (95%: ${intervalText(weakest.recall_interval)}), ${tally(weakest.hits)} of ${tally(weakest.gold)} found${rare}`,
+  };
+}
+
+function suspectsCell(a: Assessment, q: QuestionAssessment): VerdictCell {
+  const found = a.suspects?.questions.find((s) => s.question === q.name);
+  if (!a.suspects) return na("not looked for: add --suspects");
+  const suspects = found?.suspects ?? 0;
+  const rows = found?.rows ?? q.n;
+  return { mark: VERDICT_COLUMNS.suspects.mark({ suspects, rows }), text: `${tally(suspects)} of ${tally(rows)} gold rows (${pct(suspects / (rows || 1))})` };
+}
+
+function driftCell(shift: Shift, model: ModelFacts): VerdictCell {
+  const agreement = shift.shared > 0 && shift.agreement !== null ? shift.agreement : undefined;
+  const mark = VERDICT_COLUMNS.drift.mark({ psi: shift.psi, agreement, modelChanged: model.changed === true });
+  const parts = [
+    `PSI ${num(shift.psi)}`,
+    `JS ${num(shift.js_distance)}`,
+    agreement === undefined ? "agreement n/a: no id in both runs" : `agreement ${pct(agreement)}`,
+  ];
+  if (model.changed) parts.push("another model");
+  return { mark, text: parts.join(", ") };
+}
+
+/** Marks a cell act for each breach shown in its column, naming the condition and the value. */
+function markBreaches(cells: Record<ColumnKey, VerdictCell>, breaches: readonly Breach[]): void {
+  for (const b of breaches) {
+    const column = columnOfMetric(conditionKey(b.condition)) ?? "agreement";
+    const cell = cells[column];
+    const value = Number.isNaN(b.actual) ? "n/a" : num(b.actual);
+    const line = `${b.condition.text} (${value})`;
+    cell.gate = [...(cell.gate ?? []), line];
+    cell.mark = "act";
+    cell.text = `${cell.text}; ✗ gate ${line}`;
+  }
+}
+
+/** The gate's subject: each question's metrics from the assessment (with its per class figures) and the run report, by gate key. */
+export function gateSubject(a: Assessment | undefined, r: RunReport | undefined, table: readonly Metric[] = METRIC_TABLE): GateSubject {
+  const names = questionList(a, r);
+  const questions = names.map(({ name }) => {
+    const metrics: Record<string, number | undefined> = {};
+    const q = a?.questions.find((x) => x.name === name);
+    if (q) {
+      for (const m of metricsOf(q.type, table)) metrics[gateName(m)] = q.metrics[m.name];
+      for (const c of q.classes ?? []) for (const m of CLASS_METRICS) metrics[classGateName(m.name, c.label)] = m.value(c) ?? Number.NaN;
+    }
+    if (r) {
+      const s = r.questions.find((x) => x.name === name);
+      const shift = r.compare?.shifts.find((x) => x.question === name);
+      if (r.compare) {
+        metrics["psi"] = shift?.psi;
+        metrics["js_distance"] = shift?.js_distance;
+        metrics["agreement"] = shift?.agreement ?? Number.NaN;
+      }
+      metrics["label_mass"] = s?.mean_label_mass ?? Number.NaN;
+    }
+    return { name, metrics };
+  });
+  return { questions, known: (name) => Object.keys(questions.find((q) => q.name === name)?.metrics ?? {}) };
+}
+
+/** The conditions that hold against an assessment alone (each a failed gate, one per question), checking that every name exists. */
+export function failedConditions(a: Assessment, conditions: readonly Condition[], table: readonly Metric[] = METRIC_TABLE): Breach[] {
+  return breaches(gateSubject(a, undefined, table), conditions);
+}
+
+/** The questions in the answers' order: the report's when there is one (it holds every question), else the assessment's. */
+function questionList(a: Assessment | undefined, r: RunReport | undefined): { name: string; type: QuestionType }[] {
+  if (r) return r.questions.map((q) => ({ name: q.name, type: q.type }));
+  return [...(a?.questions ?? []), ...(a?.questions_without_gold ?? [])].map((q) => ({ name: q.name, type: q.type }));
+}
+
+/** The verdict from whatever was measured. */
+export function buildVerdict(inputs: VerdictInputs): Verdict {
+  const { assessment: a, report: r } = inputs;
+  const answered = inputs.answered ?? r?.rows ?? a?.rows.answers ?? 0;
+  const failed = "failed" in inputs ? inputs.failed : r ? r.failed_rows : a?.failed_rows;
+  const provenance = r?.provenance ?? a?.provenance;
+  const model = modelFacts(
+    { model: provenance?.model, identity: provenance?.model_identity },
+    r?.compare ? { model: r.compare.model, identity: r.compare.model_identity } : undefined,
+  );
+  const questions: QuestionVerdict[] = questionList(a, r).map(({ name, type }) => {
+    const q = a?.questions.find((x) => x.name === name);
+    const shift = r?.compare?.shifts.find((x) => x.question === name);
+    const noGold = a ? "no gold rows for this question" : "no gold labels given";
+    const cells: Record<ColumnKey, VerdictCell> = {
+      answered: answeredCell(answered, failed),
+      agreement: q ? agreementCell(q) : na(noGold),
+      calibration: q ? calibrationCell(q) : na(noGold),
+      drift: shift ? driftCell(shift, model) : na("no earlier run given"),
+      suspects: q && a ? suspectsCell(a, q) : na(noGold),
+      weakest_class: q ? weakestCell(q) : na(noGold),
+    };
+    markBreaches(
+      cells,
+      (inputs.breaches ?? []).filter((b) => b.question === name),
+    );
+    return { name, type, mark: worst(COLUMN_KEYS.map((k) => cells[k].mark)), cells };
+  });
+  const not_measured = COLUMN_KEYS.flatMap((column) => {
+    const texts = new Set(questions.map((q) => q.cells[column]).map((c) => (c.mark === "n/a" ? c.text.replace(/^n\/a: /, "") : "")));
+    const [only] = texts;
+    return questions.length > 0 && texts.size === 1 && only ? [{ column, reason: only }] : [];
+  });
+  const mark = worst(questions.map((q) => q.mark));
+  return {
+    mark: mark === "n/a" ? "ok" : mark,
+    sentence: sentence(questions, not_measured),
+    model,
+    questions,
+    not_measured,
+    rules: VERDICT_COLUMN_LIST.map((c) => ({ column: c.key, label: c.label, rule: c.rule })),
+    common_rule: VERDICT_COMMON_RULE,
+  };
+}
+
+/** "Not yet: act on is_spam (weakest class recall) first, then look at team (drift)." */
+function sentence(questions: readonly QuestionVerdict[], notMeasured: Verdict["not_measured"]): string {
+  const named = (q: QuestionVerdict, mark: Mark) =>
+    `${q.name} (${COLUMN_KEYS.filter((k) => q.cells[k].mark === mark)
+      .map((k) => VERDICT_COLUMNS[k].label)
+      .join(", ")})`;
+  // Five names at most: the table holds the rest.
+  const few = (names: string[]) => (names.length > 5 ? [...names.slice(0, 4), `${names.length - 4} more (see the table)`] : names);
+  const acts = few(questions.filter((q) => q.mark === "act").map((q) => named(q, "act")));
+  const looks = few(questions.filter((q) => q.mark === "look").map((q) => named(q, "look")));
+  let head: string;
+  if (questions.length === 0) head = "Nothing to judge: no question was measured.";
+  else if (acts.length) head = `Not yet: act on ${listText(acts)} first${looks.length ? `, then look at ${listText(looks)}` : ""}.`;
+  else if (looks.length) head = `Yes, with care: look at ${listText(looks)} first.`;
+  else if (questions.every((q) => q.mark === "n/a")) head = "Cannot tell: nothing was measured.";
+  else head = "Yes: every measured cell is ok.";
+  const byReason = new Map<string, string[]>();
+  for (const n of notMeasured) byReason.set(n.reason, [...(byReason.get(n.reason) ?? []), VERDICT_COLUMNS[n.column].label]);
+  const tail = [...byReason].map(([reason, labels]) => `${listText(labels)} (${reason})`);
+  return tail.length ? `${head} Not measured: ${tail.join("; ")}.` : head;
+}
+
+/** The verdict for the terminal: the sentence, the model, one block per question, the rules. */
+export function describeVerdict(v: Verdict): string {
+  const lines = [`Can these labels be used? ${v.sentence}`, v.model.text];
+  const width = Math.max(...VERDICT_COLUMN_LIST.map((c) => c.label.length));
+  for (const q of v.questions) {
+    lines.push(`${q.name} (${q.type}): ${q.mark}`);
+    for (const c of VERDICT_COLUMN_LIST) {
+      const cell = q.cells[c.key];
+      lines.push(`  ${c.label.padEnd(width)}  ${cell.mark.padEnd(4)}  ${cell.text.replace(/^n\/a: /, "")}`);
+    }
+  }
+  lines.push("Rules (docs/metrics.md): ok, look or act per column; n/a has no evidence and is never ok.");
+  return lines.join("\n");
+}

@@ -1,0 +1,74 @@
+/**
+ * Which exit codes a scheduler retries lives in one place, `RESUMABLE`: the
+ * exit-code table of docs/scheduling.md, the Airflow DAG, the crontab and the
+ * Kubernetes Job's podFailurePolicy say the same, and the table has a row for
+ * every code of `EXIT` (so a code added later is documented and acted on).
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { EXIT, RESUMABLE } from "../../src/api/exit-codes.js";
+
+const ROOT = join(import.meta.dirname, "../..");
+const read = (path: string) => readFileSync(join(ROOT, path), "utf8");
+const sorted = (codes: Iterable<number>) => [...codes].sort((a, b) => a - b);
+const ALL = sorted(new Set(Object.values(EXIT)));
+
+/** The rows of docs/scheduling.md's exit-code table: each row's codes and its "scheduler retries" cell. */
+function docsTable(): { codes: number[]; retries: string }[] {
+  const text = read("docs/scheduling.md");
+  const start = text.indexOf("| code | verdict |");
+  expect(start, "docs/scheduling.md has the exit-code table").toBeGreaterThan(-1);
+  const [header, , ...rows] = text.slice(start, text.indexOf("\n\n", start)).split("\n");
+  const cells = (row: string) =>
+    row
+      .split("|")
+      .slice(1, -1)
+      .map((c) => c.trim());
+  const column = cells(header as string).indexOf("scheduler retries");
+  expect(column, "a 'scheduler retries' column").toBeGreaterThan(-1);
+  return rows.map((row) => ({ codes: (cells(row)[0] as string).split("/").map((c) => Number(c.trim())), retries: cells(row)[column] as string }));
+}
+
+describe("exit codes a scheduler retries", () => {
+  it("RESUMABLE is a subset of EXIT without success", () => {
+    for (const code of RESUMABLE) expect(ALL).toContain(code);
+    expect(RESUMABLE.has(EXIT.ok)).toBe(false);
+  });
+
+  it("docs/scheduling.md's table has every code of EXIT, and says 'yes' to retrying exactly the RESUMABLE ones", () => {
+    const rows = docsTable();
+    expect(sorted(rows.flatMap((r) => r.codes))).toEqual(ALL);
+    for (const row of rows) {
+      for (const code of row.codes) expect(/\byes\b/.test(row.retries), `code ${code}: "${row.retries}"`).toBe((RESUMABLE as ReadonlySet<number>).has(code));
+    }
+  });
+
+  it("the Airflow DAG retries RESUMABLE and nothing else", () => {
+    const set = /^RESUMABLE = \{([\d, ]+)\}$/m.exec(read("examples/schedulers/airflow_dag.py"))?.[1];
+    expect(set).toBeDefined();
+    expect(sorted((set as string).split(",").map(Number))).toEqual(sorted(RESUMABLE));
+  });
+
+  it("the crontab names RESUMABLE as the codes whose rerun goes on", () => {
+    const comments = read("examples/schedulers/crontab")
+      .split("\n")
+      .filter((l) => l.startsWith("#"))
+      .map((l) => l.replace(/^#\s*/, ""))
+      .join(" ");
+    const listed = /Resumable \([^)]*\):\s*([\d, ]+?)\s*\(/.exec(comments)?.[1];
+    expect(listed).toBeDefined();
+    expect(sorted((listed as string).split(",").map(Number))).toEqual(sorted(RESUMABLE));
+  });
+
+  it("the Kubernetes Job counts RESUMABLE as retries and fails the index at once on every other code of EXIT", () => {
+    const cron = parse(read("examples/schedulers/kubernetes.yaml")) as {
+      spec: { jobTemplate: { spec: { podFailurePolicy: { rules: { action: string; onExitCodes?: { operator: string; values: number[] } }[] } } } };
+    };
+    const rules = cron.spec.jobTemplate.spec.podFailurePolicy.rules;
+    const values = (action: string) => rules.find((r) => r.action === action && r.onExitCodes?.operator === "In")?.onExitCodes?.values;
+    expect(values("Count")).toEqual(sorted(RESUMABLE));
+    expect(values("FailIndex")).toEqual(ALL.filter((c) => c !== EXIT.ok && !(RESUMABLE as ReadonlySet<number>).has(c)));
+  });
+});

@@ -1,0 +1,166 @@
+/**
+ * The S3 lock against a real S3-compatible server (s3rver) behind the proxy
+ * that gives it conditional writes (or not), in process: clocks stepped and
+ * frozen, holders alive and dead, runs started together, and a store without
+ * conditional writes refused.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { LockLostError } from "../../src/api/verdict.js";
+import { LockedError } from "../../src/runner/state/lock.js";
+import { acquireS3Lock, type LockClock } from "../../src/runner/state/s3-lock.js";
+import { runInProcess } from "../support/cli.js";
+import { generatedModel, TINY } from "../support/models.js";
+import { startS3Store, type S3Store } from "../support/s3-proxy.js";
+
+let dir: string;
+let store: S3Store;
+/** Reaches the store through the proxy, as a run does. */
+let client: S3Client;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "te-s3-lock-"));
+  store = await startS3Store(join(dir, "s3"), ["locks"]);
+  client = new S3Client({
+    endpoint: store.proxy.url,
+    forcePathStyle: true,
+    region: "us-east-1",
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await store?.close();
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+  store.proxy.conditional(true);
+});
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Writes a holder's lock object straight to the store, as another run would. */
+async function holderAt(prefix: string, holder: object): Promise<void> {
+  await store.client.send(new PutObjectCommand({ Bucket: "locks", Key: `${prefix}/lock.json`, Body: JSON.stringify(holder) }));
+}
+
+async function lockText(prefix: string): Promise<string | undefined> {
+  try {
+    return await (await store.client.send(new GetObjectCommand({ Bucket: "locks", Key: `${prefix}/lock.json` }))).Body?.transformToString();
+  } catch {
+    return undefined;
+  }
+}
+
+/** A holder on another host whose wall clock reads `offsetMs` from ours; `beat` advances its heartbeat. */
+function elsewhere(offsetMs: number) {
+  let beat = 0;
+  const holder = () => ({
+    host: "elsewhere",
+    pid: 7,
+    started: new Date(Date.now() + offsetMs).toISOString(),
+    nonce: "theirs",
+    heartbeat: new Date(Date.now() + offsetMs).toISOString(),
+    beat: beat++,
+    staleMs: 600,
+  });
+  return holder;
+}
+
+describe("the S3 lock", () => {
+  it("a wall clock stepped 5 minutes forward, then back, never ends a lone run's lease (the lease is on the monotonic clock)", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    const lock = await acquireS3Lock("s3://locks/stepped/", { client, staleMs: 400 });
+    try {
+      for (const step of [5 * 60_000, -10 * 60_000, 5 * 60_000]) {
+        vi.setSystemTime(Date.now() + step);
+        // Several renewals' worth (every 0.1 s), and past the 0.36 s lease on the wall clock's reading.
+        await pause(450);
+        expect(() => lock.assertHeld()).not.toThrow();
+        expect(lock.lost).toBe(false);
+      }
+    } finally {
+      await lock.release();
+    }
+    expect(await lockText("stepped")).toBeUndefined();
+  });
+
+  it("times its own lease on the clock it is given: a monotonic clock jumping past the lease stops the run (exit 8's error)", async () => {
+    let offset = 0;
+    const clock: LockClock = { monotonic: () => performance.now() + offset, wall: () => Date.now() };
+    const lock = await acquireS3Lock("s3://locks/frozen/", { client, staleMs: 60_000, clock });
+    expect(() => lock.assertHeld()).not.toThrow();
+    offset = 55_000;
+    expect(() => lock.assertHeld()).toThrow(LockLostError);
+    await lock.release();
+  });
+
+  it("judges another host's lock by whether its heartbeat moves while it watches, never by the time written in it", async () => {
+    // Another host's clock 10 minutes ahead, its run dead: stale once the heartbeat stood still for the stale period.
+    const ahead = elsewhere(10 * 60_000);
+    await holderAt("ahead", ahead());
+    const started = performance.now();
+    const taken = await acquireS3Lock("s3://locks/ahead/", { client, staleMs: 600 });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(550);
+    // Its lease starts at its own write, not when it began to watch.
+    expect(() => taken.assertHeld()).not.toThrow();
+    expect(JSON.parse((await lockText("ahead")) ?? "{}")).toMatchObject({ host: hostname(), pid: process.pid });
+    await taken.release();
+    // Another host's clock an hour behind, its run alive (renewing): refused, however old its heartbeat reads.
+    const behind = elsewhere(-60 * 60_000);
+    await holderAt("behind", behind());
+    const renewing = setInterval(() => void holderAt("behind", behind()), 100);
+    try {
+      await expect(acquireS3Lock("s3://locks/behind/", { client, staleMs: 600 })).rejects.toThrow(
+        /another run holds s3:\/\/locks\/behind\/lock\.json: pid 7 on elsewhere.*stood still for 1 s/,
+      );
+    } finally {
+      clearInterval(renewing);
+    }
+    expect(JSON.parse((await lockText("behind")) ?? "{}")).toMatchObject({ nonce: "theirs" });
+  });
+
+  it("takes a fresh lock of a dead process on this host at once", async () => {
+    const now = new Date().toISOString();
+    await holderAt("dead", { host: hostname(), pid: 2 ** 22 + 17, started: now, nonce: "x", heartbeat: now, beat: 0, staleMs: 60_000 });
+    const started = performance.now();
+    const lock = await acquireS3Lock("s3://locks/dead/", { client, staleMs: 60_000 });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    await lock.release();
+  });
+
+  it("of five runs that take the lock at the same moment, exactly one holds it", async () => {
+    // Five hosts (in one process a lock naming this host and pid with another nonce is a previous incarnation's).
+    const tries = await Promise.allSettled(
+      Array.from({ length: 5 }, (_, i) => acquireS3Lock("s3://locks/race/", { client, staleMs: 600, as: { host: `racer-${i}`, pid: 1 } })),
+    );
+    const held = tries.filter((t) => t.status === "fulfilled");
+    expect(held).toHaveLength(1);
+    for (const t of tries) if (t.status === "rejected") expect(t.reason).toBeInstanceOf(LockedError);
+    await (held[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof acquireS3Lock>>>).value.release();
+  });
+
+  it("refuses a store without conditional writes, naming --unsafe-s3-lock, before anything is paid, and leaves nothing behind; with it, takes the lock", async () => {
+    store.proxy.conditional(false);
+    const cwd = join(dir, "plain-run");
+    mkdirSync(cwd, { recursive: true });
+    writeFileSync(join(cwd, "in.jsonl"), '{"id":"a","text":"x"}\n{"id":"b","text":"y"}\n');
+    writeFileSync(join(cwd, "job.json"), JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+    const runEnv = { ...store.env, TYPED_EVAL_MODEL_PATH: generatedModel(TINY), TYPED_EVAL_LOG_LEVEL: "error" };
+    const refused = await runInProcess(["run", "in.jsonl", "--job", "job.json", "-o", "s3://locks/plain/out.jsonl"], runEnv, { cwd });
+    expect(refused.stderr).toMatch(/ignores conditional writes .* pass --unsafe-s3-lock to run at that risk/);
+    expect(refused.stderr).not.toMatch(/\n\s+at /);
+    expect(refused.code).toBe(2);
+    // No lock, no probe object and no journal left behind.
+    const left = await store.client.send(new ListObjectsV2Command({ Bucket: "locks", Prefix: "plain/out.jsonl.journal/" }));
+    expect(left.KeyCount ?? 0).toBe(0);
+    const unsafe = await acquireS3Lock("s3://locks/plain/out.jsonl.journal/", { client, unsafe: true });
+    expect(JSON.parse((await lockText("plain/out.jsonl.journal")) ?? "{}")).toMatchObject({ pid: process.pid });
+    await unsafe.release();
+    expect(await lockText("plain/out.jsonl.journal")).toBeUndefined();
+  }, 60_000);
+});
