@@ -1,11 +1,13 @@
-/** The process contract with schedulers: one exit code per verdict, the same for every command. */
-/** Exit codes a scheduler can act on (the same for every command). */
+/** Exit codes a scheduler can act on: one per verdict (api/verdict.ts), the same for every command. */
 export const EXIT = {
   /** Everything succeeded. */
   ok: 0,
   /** Some records or inputs failed; see the errors output. */
   partial: 1,
-  /** Bad invocation, job file or input that nothing could be done with. */
+  /**
+   * Bad invocation, setting, job file or input that nothing could be done with; or a place the run
+   * writes (an output, the summary, the journal) found refused or full before its first request.
+   */
   usage: 2,
   /** Aborted (auth failure, upstream unreachable); rerunning resumes. */
   aborted: 3,
@@ -23,7 +25,11 @@ export const EXIT = {
   locked: 7,
   /** Another run took this run's lock over while it was stalled (paused past the lock's expiry): it stopped before writing anything. */
   lockLost: 8,
-  /** A store the run depends on (S3, the local disk) failed past its retries, filled up or refused a write; the journal is intact: rerun once it is back to resume. */
+  /**
+   * A store the run depends on (S3, the local disk) failed past its retries, filled up or refused a
+   * write once the run had begun answering (an output, the summary, the journal); the journal is
+   * intact: rerun once it is back to resume.
+   */
   storage: 9,
   /**
    * The input changed while the run read it (an S3 object overwritten between ranged reads, a local
@@ -33,9 +39,11 @@ export const EXIT = {
   inputChanged: 10,
   /** A failure nobody anticipated: a bug. The message says where the journal is; the stack is logged at debug level. */
   internal: 70,
-  /** Stopped by SIGINT (128 + 2) after finishing what was in flight; rerunning resumes. */
+  /** Stopped by SIGINT (128 + 2) after finishing what was in flight (a second signal: at once); rerunning resumes. */
   interrupted: 130,
-  /** Stopped by SIGTERM (128 + 15) after finishing what was in flight; rerunning resumes. */
+  /** Stopped because whoever read the output closed it (stdout, EPIPE: 128 + SIGPIPE's 13); the journal is kept; rerunning resumes. */
+  outputClosed: 141,
+  /** Stopped by SIGTERM (128 + 15) after finishing what was in flight (a second signal: at once); rerunning resumes. */
   terminated: 143,
 } as const;
 

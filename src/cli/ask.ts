@@ -2,9 +2,9 @@ import { readFile } from "node:fs/promises";
 import type { Argv, CommandModule } from "yargs";
 import { validateRequest } from "../api/validate.js";
 import { UnprocessableEntityError } from "../api/errors.js";
-import { EXIT } from "../api/exit-codes.js";
+import { Told } from "./boundary.js";
 import { UsageError } from "./exit.js";
-import { isStdin, readInput } from "./input.js";
+import { isStdin, readInput, requireInput } from "./input.js";
 import { describeSystemError } from "../api/system-errors.js";
 import { openModelFromArgs, withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
@@ -37,10 +37,9 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
       questions = file.questions;
       if (typeof file.model === "string" && args.model === "default") args.model = file.model;
     } catch (error) {
-      process.stderr.write(`${args.questions}: ${(error as Error).message}\n`);
-      process.exitCode = EXIT.usage;
-      return;
+      throw new UsageError(`${args.questions}: ${describeSystemError(error) ?? (error as Error).message}`);
     }
+    requireInput(args.state, "state file");
     let raw: string;
     try {
       raw = await readInput(args.state);
@@ -68,8 +67,7 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
     const checked = validateRequest({ state, model: args.model, questions });
     if (!checked.ok) {
       process.stderr.write(`${JSON.stringify({ detail: checked.errors }, null, 2)}\n`);
-      process.exitCode = EXIT.usage;
-      return;
+      throw new Told({ verdict: "bad-input", reason: "the request is not valid" });
     }
     const evaluator = await openModelFromArgs(args);
     if (args["print-prompt"]) {
@@ -87,7 +85,7 @@ export const askCommand: CommandModule<object, ArgsOf<typeof withAskOptions>> = 
     } catch (error) {
       if (!(error instanceof UnprocessableEntityError)) throw error;
       process.stderr.write(`${JSON.stringify(error.body(), null, 2)}\n`);
-      process.exitCode = EXIT.usage;
+      throw new Told({ verdict: "bad-input", reason: "the request is not valid" });
     } finally {
       await evaluator.close();
     }

@@ -12,7 +12,7 @@ import { describeShifts } from "../quality/report.js";
 import { DEFAULT_SUSPECT_METHOD, describeSuspects, SUSPECT_METHODS, Suspects } from "../quality/suspects.js";
 import { describeVerdict } from "../quality/verdict.js";
 import { num } from "../quality/numbers.js";
-import { EXIT } from "../api/exit-codes.js";
+import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
 import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
@@ -131,10 +131,9 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     );
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {
-      process.stderr.write(
-        `typed-eval: quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : num(f.actual, 4)})`).join("; ")}\n`,
+      throw new GateFailedError(
+        `quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : num(f.actual, 4)})`).join("; ")}`,
       );
-      process.exitCode = EXIT.gate;
     }
   },
 };

@@ -7,7 +7,7 @@ import { readAnswers, type QuestionInfo } from "../quality/answers.js";
 import { joinGold, Rows } from "../quality/assess.js";
 import type { CalibrationFile, FittedQuestion } from "../calibration/file.js";
 import { favourSize, jobQuestions } from "./assess.js";
-import { EXIT, type ExitCode } from "../api/exit-codes.js";
+import { classify, VerdictError } from "../api/verdict.js";
 import { UsageError } from "./exit.js";
 import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
@@ -93,20 +93,22 @@ function describeFit(name: string, q: FittedQuestion): string {
  * refuses the key, 2 when it rejects the request itself (the job or flags
  * need fixing).
  */
-export function remoteFailure(error: TypedEvalError, where: string, keyEnv: string): { message: string; code: ExitCode } {
+function remoteFailure(error: TypedEvalError, where: string, keyEnv: string): VerdictError {
   const why = `contextual calibration asked ${where} the content-free states`;
+  // The verdict (aborted, resumable; or the request's own fault) is the classifier's; the words say what to do here.
+  const { verdict } = classify(error, "command");
   if (error instanceof UpstreamUnavailableError)
-    return { message: `${why} and got no answer (${error.message}): check --base-url and that the endpoint is up, then rerun`, code: EXIT.aborted };
+    return new VerdictError(verdict, `${why} and got no answer (${error.message}): check --base-url and that the endpoint is up, then rerun`);
   if (error instanceof AuthenticationError || error instanceof PermissionDeniedError)
-    return {
-      message: `${why}; it refused the key in $${keyEnv} (HTTP ${error.status}: ${error.message}): set it, or --api-key-env, to a key it accepts`,
-      code: EXIT.aborted,
-    };
-  if (error.retryable) return { message: `${why}; it failed with HTTP ${error.status} (${error.message}): rerun later`, code: EXIT.aborted };
-  return {
-    message: `${why}; it rejected the request with HTTP ${error.status} (${error.message}): check that --job and the model name match what the endpoint serves`,
-    code: EXIT.usage,
-  };
+    return new VerdictError(
+      verdict,
+      `${why}; it refused the key in $${keyEnv} (HTTP ${error.status}: ${error.message}): set it, or --api-key-env, to a key it accepts`,
+    );
+  if (error.retryable) return new VerdictError(verdict, `${why}; it failed with HTTP ${error.status} (${error.message}): rerun later`);
+  return new VerdictError(
+    verdict,
+    `${why}; it rejected the request with HTTP ${error.status} (${error.message}): check that --job and the model name match what the endpoint serves`,
+  );
 }
 
 function withCalibrateOptions<T>(y: Argv<T>) {
@@ -235,10 +237,7 @@ export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrate
           ));
         } catch (error) {
           if (!(error instanceof TypedEvalError)) throw error;
-          const failure = remoteFailure(error, args["base-url"] ?? "the model", args["api-key-env"]);
-          process.stderr.write(`typed-eval: ${failure.message}\n`);
-          process.exitCode = failure.code;
-          return;
+          throw remoteFailure(error, args["base-url"] ?? "the model", args["api-key-env"]);
         }
         const all = await allRows(args.answers, questions);
         for (const [name, map] of Object.entries(maps)) {

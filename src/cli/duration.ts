@@ -6,6 +6,7 @@
  */
 import { parseDuration } from "../api/duration.js";
 import { UsageError } from "./exit.js";
+import { env, isSet } from "../api/env.js";
 
 export { type Duration, parseDuration } from "../api/duration.js";
 
@@ -49,8 +50,8 @@ export interface DurationRule {
   above?: number;
   /** The flag took milliseconds as a bare number before: refuse a bare number too large to be meant as seconds. */
   wasMilliseconds?: boolean;
-  /** The environment variable its default comes from, named when that value is the bad one. */
-  env?: string;
+  /** The environment variable its default comes from (read and checked in api/env.ts), named when that value is out of bounds. */
+  env?: "TYPED_EVAL_STORAGE_RETRY";
 }
 
 function bounds(rule: DurationRule): string {
@@ -68,7 +69,7 @@ export function durationRule(flag: string, rule: DurationRule = {}): (value: unk
     const inBounds =
       parsed !== undefined && (rule.min === undefined || parsed.seconds >= rule.min) && (rule.above === undefined || parsed.seconds > rule.above);
     if (!inBounds) {
-      const from = rule.env !== undefined && text === process.env[rule.env] ? ` (from $${rule.env})` : "";
+      const from = rule.env !== undefined && text === envDefault(rule.env) ? ` (from $${rule.env})` : "";
       const given = value === undefined || value === true ? "nothing" : JSON.stringify(text);
       throw new UsageError(`--${flag} takes a duration${bounds(rule)}, such as ${DURATION_FORMS}, not ${given}${from}`);
     }
@@ -92,7 +93,7 @@ export function duration<S extends { describe: string; default: string }>(
   rule: DurationRule,
   settings: S,
 ): Omit<S, "default"> & { default: string; defaultDescription: string; requiresArg: true; coerce: (value: unknown) => number } {
-  const fromEnv = rule.env === undefined ? undefined : process.env[rule.env] || undefined;
+  const fromEnv = rule.env === undefined ? undefined : envDefault(rule.env);
   return {
     ...settings,
     describe: `${settings.describe} (${UNITS_IN_HELP})`,
@@ -101,4 +102,9 @@ export function duration<S extends { describe: string; default: string }>(
     requiresArg: true,
     coerce: durationRule(flag, rule),
   };
+}
+
+/** The default an environment variable gives a duration option, as text with its unit; undefined when it is unset. */
+function envDefault(name: "TYPED_EVAL_STORAGE_RETRY"): string | undefined {
+  return isSet(name) ? `${env(name)}s` : undefined;
 }

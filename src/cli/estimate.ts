@@ -1,6 +1,6 @@
 import { setFlagsFromString } from "node:v8";
 import type { Argv, CommandModule } from "yargs";
-import { createLogger } from "../logging/logger.js";
+import { cliLogger } from "./logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { prepareJob } from "../runner/prepare.js";
 import { jobSettings, modelOpener, withJobOptions } from "./run.js";
@@ -19,7 +19,7 @@ export const estimateCommand: CommandModule<object, ArgsOf<typeof withEstimateOp
     // As `run` does: V8 otherwise lets the heap grow with the input before it collects (bench/RESULTS.md).
     setFlagsFromString("--optimize-for-size");
     // Nothing is sent: a remote endpoint's key is not needed to count.
-    const { job, source, evaluator, shard, price } = await prepareJob({ ...jobSettings(args), noApiKey: true }, createLogger(), modelOpener(args));
+    const { job, source, evaluator, shard, price } = await prepareJob({ ...jobSettings(args), noApiKey: true }, cliLogger(), modelOpener(args));
     const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });
     await evaluator.close();
     process.stdout.write(args.json ? `${JSON.stringify(estimate, null, 2)}\n` : `${describeEstimate(estimate)}\n`);

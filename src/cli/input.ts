@@ -1,4 +1,6 @@
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { SourceError } from "../api/verdict.js";
 
 /**
  * Whether a file argument means stdin. yargs-parser turns a lone "-" into an
@@ -14,4 +16,15 @@ export async function readInput(file: string | boolean | undefined): Promise<str
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * A command's own input (what it reads, as against a flag's file): when it is
+ * not there at all, that is an absent input, exit 6 for every command, which a
+ * scheduler may map to "skipped"; a missing --job, --gold or --compare stays a
+ * mistake in the invocation (2).
+ */
+export function requireInput(file: string | boolean | undefined, what: string): void {
+  if (isStdin(file) || String(file).startsWith("s3://")) return;
+  if (!existsSync(String(file))) throw new SourceError(`no such ${what}: ${String(file)}`, { absent: true });
 }

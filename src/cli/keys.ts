@@ -3,6 +3,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { createKey, type KeyRow, listKeys, revokeKey, rotateKey } from "../server/accounts.js";
 import { UsageError } from "./exit.js";
+import { env } from "../api/env.js";
 import { checkWritable } from "./files.js";
 import { durationRule, inWords } from "./duration.js";
 import { ModelRegistry } from "../models/registry.js";
@@ -14,7 +15,7 @@ const NOTICE = "a running `serve` follows the file within --accounts-reload (1s 
 export function accountsFileOption<T>(y: Argv<T>) {
   return y.option("accounts-file", {
     type: "string",
-    default: process.env["TYPED_EVAL_ACCOUNTS_FILE"] ?? "accounts.json",
+    default: env("TYPED_EVAL_ACCOUNTS_FILE"),
     describe: "accounts and key hashes ($TYPED_EVAL_ACCOUNTS_FILE)",
   });
 }
@@ -30,7 +31,7 @@ function withCreateOptions<T>(y: Argv<T>) {
     })
     .option("models-file", {
       type: "string",
-      default: process.env["TYPED_EVAL_MODELS_FILE"],
+      default: env("TYPED_EVAL_MODELS_FILE"),
       defaultDescription: "$TYPED_EVAL_MODELS_FILE",
       describe: "the registry file `serve` extends the bundled one with, when --models names its models",
     });

@@ -2,6 +2,7 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
 import { unitInfos } from "../quality/answers.js";
+import { requireInput } from "./input.js";
 import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
 import { writeFileAtomic } from "./files.js";
 
@@ -55,6 +56,7 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
     "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
+    requireInput(args.export, "Label Studio export");
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
     writeFileAtomic(args.output, goldCsv(gold), "--output");

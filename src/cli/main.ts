@@ -17,6 +17,8 @@ import { calibrateCommand } from "./calibrate.js";
 import { labelstudioCommand } from "./labelstudio.js";
 import { ComposedUsage, exitWith } from "./boundary.js";
 import { quietThirdPartyNotices } from "./notices.js";
+import { checkEnvironment, env } from "../api/env.js";
+import { setStorageRetry } from "../records/s3.js";
 import { jobPath } from "../records/bundled-jobs.js";
 
 const COMMANDS = [
@@ -54,6 +56,9 @@ function onceEach(argv: Record<string, unknown>): true {
  * commands in this process.
  */
 export async function typedEval(argv: readonly string[]): Promise<void> {
+  // Every setting in the environment is checked before any command runs: a malformed one is exit 2 naming it.
+  checkEnvironment();
+  setStorageRetry(env("TYPED_EVAL_STORAGE_RETRY"));
   await yargs([...argv])
     .scriptName("typed-eval")
     .check(onceEach, true)

@@ -6,8 +6,8 @@ import { ModelRegistry } from "../models/registry.js";
 import { progressBar } from "./progress.js";
 import { numeric } from "./checks.js";
 import { GPU_CHOICES, type GpuChoice } from "../engines/llama.js";
-import { createLogger } from "../logging/logger.js";
-import { UsageError } from "./exit.js";
+import { cliLogger } from "./logger.js";
+import { env } from "../api/env.js";
 import type { ArgsOf } from "./args.js";
 
 /** The model options, declared once: their types are `ModelArgs`. */
@@ -16,13 +16,13 @@ export function withModelOptions<T>(y: Argv<T>) {
     .option("model", { type: "string", default: "default", describe: "model name, alias or versioned id (see `typed-eval models list`)" })
     .option("model-path", {
       type: "string",
-      default: process.env["TYPED_EVAL_MODEL_PATH"],
+      default: env("TYPED_EVAL_MODEL_PATH"),
       defaultDescription: "$TYPED_EVAL_MODEL_PATH",
       describe: "a local GGUF file to run instead of downloading the model (works offline)",
     })
     .option("models-file", {
       type: "string",
-      default: process.env["TYPED_EVAL_MODELS_FILE"],
+      default: env("TYPED_EVAL_MODELS_FILE"),
       defaultDescription: "$TYPED_EVAL_MODELS_FILE",
       describe: "a JSON model registry that extends the bundled one",
     })
@@ -45,17 +45,14 @@ export function withModelOptions<T>(y: Argv<T>) {
 
 export type ModelArgs = ArgsOf<typeof withModelOptions>;
 
-/** The default backend: `$TYPED_EVAL_GPU` when it names one, else auto. */
+/** The default backend: `$TYPED_EVAL_GPU` (checked in api/env.ts), else auto. */
 export function defaultGpu(): GpuChoice {
-  const env = process.env["TYPED_EVAL_GPU"];
-  if (env === undefined || env === "") return "auto";
-  if ((GPU_CHOICES as readonly string[]).includes(env)) return env as GpuChoice;
-  throw new UsageError(`TYPED_EVAL_GPU=${env} is not a backend; use one of ${GPU_CHOICES.join(", ")}`);
+  return env("TYPED_EVAL_GPU");
 }
 
 /** One log line naming the backend a model runs on. */
 export function logBackend(backend: string, model: string): void {
-  createLogger().info({ backend, model }, `llama.cpp backend for ${model}: ${backend === "cpu" ? "CPU" : `${backend} (GPU, layers offloaded)`}`);
+  cliLogger().info({ backend, model }, `llama.cpp backend for ${model}: ${backend === "cpu" ? "CPU" : `${backend} (GPU, layers offloaded)`}`);
 }
 
 /**

@@ -3,14 +3,15 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { pullModel, sha256File } from "../models/download.js";
 import { defaultModelsDir, ModelRegistry, versionedId } from "../models/registry.js";
-import { EXIT } from "../api/exit-codes.js";
+import { env } from "../api/env.js";
+import { VerdictError } from "../api/verdict.js";
 import { GPU_CHOICES, probeBackend } from "../engines/llama.js";
 import { defaultGpu } from "./model-options.js";
 import { progressBar } from "./progress.js";
 
 function withListOptions<T>(y: Argv<T>) {
   return y
-    .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
+    .option("models-file", { type: "string", default: env("TYPED_EVAL_MODELS_FILE"), describe: "extra registry file" })
     .option("json", { type: "boolean", default: false, describe: "print JSON" })
     .option("gpu", {
       choices: GPU_CHOICES,
@@ -55,7 +56,7 @@ const listCommand: CommandModule<object, ArgsOf<typeof withListOptions>> = {
 function withPullOptions<T>(y: Argv<T>) {
   return y
     .positional("name", { type: "string", default: "default", describe: "model name, alias or versioned id" })
-    .option("models-file", { type: "string", default: process.env["TYPED_EVAL_MODELS_FILE"], describe: "extra registry file" })
+    .option("models-file", { type: "string", default: env("TYPED_EVAL_MODELS_FILE"), describe: "extra registry file" })
     .option("models-dir", { type: "string", default: defaultModelsDir(), describe: "where models are stored ($TYPED_EVAL_MODELS_DIR)" });
 }
 
@@ -71,9 +72,8 @@ const pullCommand: CommandModule<object, ArgsOf<typeof withPullOptions>> = {
       if (entry.source) {
         const digest = await sha256File(file);
         if (digest !== entry.source.sha256) {
-          process.stderr.write(`${file}: SHA-256 ${digest} does not match the registry's ${entry.source.sha256}; delete it and pull again.\n`);
-          process.exitCode = EXIT.partial;
-          return;
+          // Exit 1, as for failed inputs: the file is there but is not the registry's (a truncated copy, another file).
+          throw new VerdictError("failures", `${file}: SHA-256 ${digest} does not match the registry's ${entry.source.sha256}; delete it and pull again`);
         }
       }
       process.stdout.write(`${versionedId(entry)} is already at ${file} (${statSync(file).size} bytes, verified)\n`);

@@ -5,7 +5,7 @@
  * act on per run, and it buries the one line that matters. Such notices are
  * logged at debug level instead; every other warning prints as Node prints it.
  */
-import { createLogger } from "../logging/logger.js";
+import { cliLogger } from "./logger.js";
 
 /** Warnings dropped from stderr, by the text they start with. */
 const QUIET = ["NodeVersionSupportWarning:"];
@@ -25,7 +25,7 @@ export function quietThirdPartyNotices(): void {
   const emit = process.emitWarning.bind(process) as (...args: unknown[]) => void;
   process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
     if (isQuiet(warning)) {
-      createLogger().debug({ warning: typeof warning === "string" ? warning : warning.message }, "third-party notice (not shown at info level)");
+      cliLogger().debug({ warning: typeof warning === "string" ? warning : warning.message }, "third-party notice (not shown at info level)");
       return;
     }
     emit(warning, ...rest);

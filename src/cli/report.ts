@@ -12,7 +12,7 @@ import { qualityPage } from "../quality/pages.js";
 import { describeVerdict } from "../quality/verdict.js";
 import { favourSize, jobQuestions } from "./assess.js";
 import { numeric } from "./checks.js";
-import { EXIT } from "../api/exit-codes.js";
+import { GateFailedError } from "../api/verdict.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 
 function withReportOptions<T>(y: Argv<T>) {
@@ -71,7 +71,7 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
     const output = args.output ?? `${isS3(args.answers) ? basename(args.answers) : args.answers}.report.html`;
     checkWritable(output, "--output");
     const { questions, idField } = jobQuestions(args.job);
-    const { report, assessment, verdict, gate, breaches } = await measure({
+    const { report, assessment, verdict, gate } = await measure({
       answers: args.answers,
       report: true,
       gold: args.gold,
@@ -91,9 +91,16 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
     writeFileAtomic(output, qualityPage({ title: `Run report: ${displayPath(r.answers)}`, verdict, report: r, assessment, gate }));
     if (args.json) process.stdout.write(`${JSON.stringify({ ...r, verdict, ...(assessment ? { assessment } : {}) }, null, 2)}\n`);
     else process.stdout.write(`${describeVerdict(verdict)}\n\n${describeReport(r, output)}\n`);
-    if (breaches.length > 0) {
-      process.stderr.write((gate?.breaches ?? []).map((b) => `typed-eval: drift gate: ${b.line}\n`).join(""));
-      process.exitCode = EXIT.gate;
+    const lines = (gate?.breaches ?? []).map((b) => b.line);
+    if (lines.length > 0) {
+      // One line per breach; the last goes through the boundary with the gate's exit code.
+      process.stderr.write(
+        lines
+          .slice(0, -1)
+          .map((line) => `typed-eval: drift gate: ${line}\n`)
+          .join(""),
+      );
+      throw new GateFailedError(`drift gate: ${lines.at(-1)}`);
     }
   },
 };

@@ -2,9 +2,9 @@
 import { setFlagsFromString } from "node:v8";
 import { setStorageRetry, STORAGE_RETRY_MS } from "../records/s3.js";
 import type { Argv, CommandModule } from "yargs";
-import { EXIT } from "../api/exit-codes.js";
 import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
-import { createLogger, type Logger } from "../logging/logger.js";
+import type { Logger } from "../logging/logger.js";
+import { cliLogger } from "./logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { parseShare } from "../records/job.js";
 import { parseShard } from "../runner/input/requests.js";
@@ -13,7 +13,8 @@ import { BASE_URL_ENV, firstPrompt, prepareJob, type JobSettings, type OpenModel
 import { RUN_DEFAULTS, runLifecycle, type RunEnd, type RunProgress, type RunRequest } from "../runner/run.js";
 import { DEFAULT_LIMITS } from "../runner/send/limiter.js";
 import { S3_FLUSH_MS } from "../runner/state/s3-journal.js";
-import { VERDICTS, verdictLine } from "../api/verdict.js";
+import { exitCodeOf, VERDICTS, verdictLine } from "../api/verdict.js";
+import { endNow, Told } from "./boundary.js";
 import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
@@ -242,7 +243,7 @@ async function preview(args: RunArgs, logger: Logger): Promise<void> {
 }
 
 /** The lifecycle's request from the options. */
-function runRequest(args: RunArgs, logger: Logger, stop: AbortSignal, onProgress: RunRequest["onProgress"]): RunRequest {
+function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress: RunRequest["onProgress"]): RunRequest {
   if (args.output === "") args.output = "-";
   return {
     settings: jobSettings(args),
@@ -263,11 +264,59 @@ function runRequest(args: RunArgs, logger: Logger, stop: AbortSignal, onProgress
     graceMs: args.grace * 1000,
     journalFlushMs: args["journal-flush"] * 1000,
     unsafeS3Lock: args["unsafe-s3-lock"],
-    stop,
+    stop: signals.stop.signal,
+    stopNow: signals.now.signal,
     logger,
     onProgress,
     openModel: modelOpener(args),
   };
+}
+
+/** How long a run may take to write its summary and release its lock after a second signal, before the process ends regardless. */
+const SECOND_SIGNAL_BOUND_MS = 10_000;
+
+/**
+ * SIGTERM (a scheduler's stop, a pod's eviction) and SIGINT (Ctrl-C): the
+ * first takes no new records and lets those in flight finish within --grace;
+ * a second ends the grace at once. Either way the run ends `stopped`, its
+ * journal kept, its summary written and its lock released; should that take
+ * longer than a few seconds after the second signal, the process ends anyway.
+ */
+interface Signals {
+  stop: AbortController;
+  now: AbortController;
+  /** The first signal received. */
+  received: NodeJS.Signals | undefined;
+  detach(): void;
+}
+
+function listenForSignals(logger: Logger, graceSeconds: number): Signals {
+  const signals: Signals = { stop: new AbortController(), now: new AbortController(), received: undefined, detach: () => undefined };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signals.received) {
+      logger.warn({ signal }, `${signal} again: stopping now; the records finished so far are kept`);
+      signals.now.abort();
+      const first = signals.received;
+      setTimeout(
+        () =>
+          endNow(
+            { verdict: "stopped", reason: "", signal: first },
+            `typed-eval: stopped by ${first}: the run did not end within ${SECOND_SIGNAL_BOUND_MS / 1000} s of the second signal; rerun the same command to resume`,
+          ),
+        SECOND_SIGNAL_BOUND_MS,
+      ).unref();
+      return;
+    }
+    signals.received = signal;
+    logger.warn(
+      { signal, grace_seconds: graceSeconds },
+      `${signal}: finishing the records in flight (at most ${graceSeconds} s), then stopping; rerun the same command to resume`,
+    );
+    signals.stop.abort();
+  };
+  process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
+  signals.detach = () => process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+  return signals;
 }
 
 /** Progress on stderr: a bar on a terminal, else a log line every 10 s. */
@@ -287,10 +336,10 @@ function progressReporter(logger: Logger) {
 }
 
 /** What a run's end prints: the usage, and where the outputs are, or the verdict's line. */
-function printEnd(end: RunEnd, signal: NodeJS.Signals | undefined): void {
+function printEnd(end: RunEnd): void {
   const summary = end.summary.this_run ? `${describeUsage(end.summary)}\n` : "";
   if (!end.written) {
-    process.stderr.write(`${verdictLine({ verdict: end.verdict, reason: end.reason, journal: end.journal, signal })}${summary}`);
+    process.stderr.write(`${verdictLine(end)}${summary}`);
     return;
   }
   if (end.verdict !== "done" && end.reason) process.stderr.write(`typed-eval: ${VERDICTS[end.verdict].headline}: ${end.reason}\n`);
@@ -309,32 +358,21 @@ export const runCommand: CommandModule<object, RunArgs> = {
     // A batch run allocates short-lived garbage per record, and V8 otherwise lets the heap grow with the input before it
     // collects (355 MiB peak at 90,000 records); read at every GC, so setting it here works (bench/RESULTS.md).
     setFlagsFromString("--optimize-for-size");
-    const logger = createLogger();
+    const logger = cliLogger();
     setStorageRetry(args["storage-retry"]);
     if (args["print-prompt"] || args["dry-run"]) return preview(args, logger);
-    // SIGTERM (a scheduler's stop, a pod's eviction) and SIGINT (Ctrl-C): take no new records, let those in flight
-    // finish within --grace, journal them, exit resumable. A second signal stops at once.
-    const stop = new AbortController();
-    let signalled: NodeJS.Signals | undefined;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (signalled) process.exit(EXIT.aborted);
-      signalled = signal;
-      logger.warn(
-        { signal, grace_seconds: args.grace },
-        `${signal}: finishing the records in flight (at most ${args.grace} s), then stopping; rerun the same command to resume`,
-      );
-      stop.abort();
-    };
-    process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
+    const signals = listenForSignals(logger, args.grace);
     const progress = progressReporter(logger);
     let end: RunEnd;
     try {
-      end = await runLifecycle(runRequest(args, logger, stop.signal, progress.onProgress));
+      end = await runLifecycle(runRequest(args, logger, signals, progress.onProgress));
     } finally {
-      process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+      signals.detach();
       progress.finish();
     }
-    printEnd(end, signalled);
-    process.exitCode = VERDICTS[end.verdict].exit(signalled);
+    // A stop names the signal that caused it (the lifecycle knows only a closed output's).
+    const ending = end.verdict === "stopped" ? { ...end, signal: end.signal ?? signals.received } : end;
+    printEnd(ending);
+    if (exitCodeOf(ending) !== 0) throw new Told(ending);
   },
 };

@@ -2,11 +2,13 @@ import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import type { Argv, CommandModule } from "yargs";
 import { MAX_BODY_BYTES } from "../api/limits.js";
-import { createLogger, type Logger } from "../logging/logger.js";
+import { cliLogger } from "./logger.js";
+import { env } from "../api/env.js";
+import type { Logger } from "../logging/logger.js";
 import { ReloadingAccounts } from "../server/accounts-reload.js";
 import { SERVER_DEFAULTS } from "../server/app.js";
 import { startServer } from "../server/serve.js";
-import { EXIT } from "../api/exit-codes.js";
+import { shutDown } from "./boundary.js";
 import { UsageError } from "./exit.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
@@ -56,15 +58,8 @@ function withServeOptions<T>(y: Argv<T>) {
   return withModelOptions(
     withOperationOptions(
       accountsFileOption(y)
-        .option("host", { type: "string", default: process.env["TYPED_EVAL_HOST"] ?? "127.0.0.1", describe: "address to listen on ($TYPED_EVAL_HOST)" })
-        .option(
-          "port",
-          numeric(
-            "port",
-            { integer: true, min: 0, max: 65535 },
-            { default: Number(process.env["TYPED_EVAL_PORT"] ?? 8787), describe: "port ($TYPED_EVAL_PORT)" },
-          ),
-        )
+        .option("host", { type: "string", default: env("TYPED_EVAL_HOST"), describe: "address to listen on ($TYPED_EVAL_HOST)" })
+        .option("port", numeric("port", { integer: true, min: 0, max: 65535 }, { default: env("TYPED_EVAL_PORT"), describe: "port ($TYPED_EVAL_PORT)" }))
         .option("models", {
           type: "array",
           string: true,
@@ -104,21 +99,15 @@ function canListen(host: string, port: number): Promise<void> {
 }
 
 /**
- * The accounts the server starts with, or undefined (its message printed,
- * exit 2) when there is no file or no live key in it: a server nobody can use.
+ * The accounts the server starts with; a bad invocation (exit 2) when there
+ * is no file or no live key in it: a server nobody can use.
  */
-function openAccounts(path: string, logger: Logger): ReloadingAccounts | undefined {
+function openAccounts(path: string, logger: Logger): ReloadingAccounts {
   const create = `Create one with: typed-eval keys create --account NAME --accounts-file ${path}`;
-  if (!existsSync(path)) {
-    process.stderr.write(`No accounts file at ${path}: the server needs at least one account.\n${create}\n`);
-    process.exitCode = EXIT.usage;
-    return undefined;
-  }
+  if (!existsSync(path)) throw new UsageError(`no accounts file at ${path}: the server needs at least one account.\n${create}`);
   const accounts = new ReloadingAccounts(path, { logger });
-  if (accounts.liveKeys > 0) return accounts;
-  process.stderr.write(`${path} holds no live API keys. ${create}\n`);
-  process.exitCode = EXIT.usage;
-  return undefined;
+  if (accounts.liveKeys === 0) throw new UsageError(`${path} holds no live API keys. ${create}`);
+  return accounts;
 }
 
 /** `typed-eval serve`: the System One v1 HTTP API. */
@@ -135,9 +124,8 @@ export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>
     if (args["metrics-port"] !== undefined && args["metrics-port"] === args.port && args.port !== 0) {
       throw new UsageError(`--metrics-port ${args.port} is the API's --port: choose another port for the metrics, or leave it out`);
     }
-    const logger = createLogger();
+    const logger = cliLogger();
     const accounts = openAccounts(args["accounts-file"], logger);
-    if (!accounts) return;
     await canListen(args.host, args.port);
     if (args["metrics-port"] !== undefined) await canListen(args.host, args["metrics-port"]);
     const evaluator = await openModelFromArgs(args, { announce: true, models: args.models, sequences: args.sequences });
@@ -161,7 +149,7 @@ export const serveCommand: CommandModule<object, ArgsOf<typeof withServeOptions>
       throw error instanceof AliasError ? new UsageError(error.message) : error;
     }
     const stop = (signal: string) => {
-      void server.shutdown(signal).then(() => process.exit(EXIT.ok));
+      void server.shutdown(signal).then(() => shutDown());
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));

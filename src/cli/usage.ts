@@ -2,8 +2,8 @@ import { readJsonFile } from "../api/json.js";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { isSummary, mergeSummaries, type UsageSummary } from "../records/usage.js";
-import { EXIT } from "../api/exit-codes.js";
 import { UsageError } from "./exit.js";
+import { requireInput } from "./input.js";
 import { numeric } from "./checks.js";
 
 function withUsageOptions<T>(y: Argv<T>) {
@@ -21,11 +21,10 @@ export const usageCommand: CommandModule<object, ArgsOf<typeof withUsageOptions>
   handler: (args) => {
     const summaries: UsageSummary[] = [];
     for (const file of args.files) {
+      requireInput(file, "usage summary");
       const json = readJsonFile(file, "usage summary", UsageError);
       if (!isSummary(json)) {
-        process.stderr.write(`typed-eval: ${file} is not a typed-eval usage summary\n`);
-        process.exitCode = EXIT.usage;
-        return;
+        throw new UsageError(`${file} is not a typed-eval usage summary`);
       }
       summaries.push(json);
     }

@@ -36,10 +36,11 @@ import {
 import { format } from "node:util";
 import type { Engine, EngineStats, ScoreOptions, ScoreTask, Token } from "./engine.js";
 import { InvocationError } from "../api/errors.js";
+import { env, GPU_BACKENDS } from "../api/env.js";
 import { createLogger, type Logger } from "../logging/logger.js";
 
 /** Which llama.cpp backend to load: a GPU one by name, the best available ("auto", falling back to the CPU), or the CPU ("off"). */
-export const GPU_CHOICES = ["auto", "cuda", "vulkan", "metal", "off"] as const;
+export const GPU_CHOICES = GPU_BACKENDS;
 export type GpuChoice = (typeof GPU_CHOICES)[number];
 
 /** An explicitly named backend that cannot be loaded here. */
@@ -64,7 +65,7 @@ let nativeLogger: Logger | undefined;
  * command ends with, never after a native preamble.
  */
 function logNative(level: LlamaLogLevel | "notice", message: string): void {
-  nativeLogger ??= createLogger();
+  nativeLogger ??= createLogger({ level: env("TYPED_EVAL_LOG_LEVEL") });
   nativeLogger.debug({ llama: level }, message.trimEnd());
 }
 
@@ -276,7 +277,7 @@ export class LlamaEngine implements Engine {
 
   /** Loads a GGUF model with a prebuilt llama.cpp binary (never building from source), on the backend `gpu` chooses. */
   static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
-    const threads = options.threads ?? (Number(process.env["TYPED_EVAL_THREADS"]) || availableParallelism());
+    const threads = options.threads ?? env("TYPED_EVAL_THREADS") ?? availableParallelism();
     const sequences = options.sequences ?? 4;
     const chunkTokens = options.chunkTokens ?? 512;
     const llama = await loadLlama(options.gpu ?? "auto", threads);

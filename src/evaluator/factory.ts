@@ -3,6 +3,7 @@ import { existsSync, realpathSync, statSync } from "node:fs";
 import { LlamaEngine, type GpuChoice } from "../engines/llama.js";
 import { cachedSha256, pullModel, type Progress } from "../models/download.js";
 import { basename } from "node:path";
+import { secret } from "../api/env.js";
 import { defaultModelsDir, fileModelId, RegistryError, versionedId, type ModelRegistry } from "../models/registry.js";
 
 import { LocalEvaluator } from "./local.js";
@@ -49,7 +50,7 @@ export function endpointEvaluator(options: RemoteOptions): RemoteEvaluator {
 
 /** A remote registry entry as an evaluator; its key comes from the environment variable the entry names. */
 export function remoteEvaluator(registry: ModelRegistry, entry: ModelEntry): RemoteEvaluator {
-  const apiKey = entry.api_key_env ? process.env[entry.api_key_env] : undefined;
+  const apiKey = entry.api_key_env ? secret(entry.api_key_env) : undefined;
   if (entry.api_key_env && !apiKey) {
     throw new RegistryError(`model ${entry.name} reads its API key from $${entry.api_key_env}, which is not set`);
   }

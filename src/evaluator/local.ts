@@ -2,6 +2,7 @@
  * The embedded evaluator: renders the request, asks an engine for label
  * log-probabilities, and builds the answers with the readout math.
  */
+import { createHash } from "node:crypto";
 import { UnprocessableEntityError } from "../api/errors.js";
 import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.js";
 import type { Answer, EvaluatorRequest, ModelMetadata, Question, Usage, ValidationErrorItem } from "../api/schema.js";
@@ -111,6 +112,19 @@ export class LocalEvaluator implements Evaluator {
       );
     }
     return `${parts.join("\n")}\n`;
+  }
+
+  promptFingerprint(_model: string, questions: EvaluatorRequest["questions"]): string {
+    const text = (segments: readonly Segment[]) => segments.map((s) => `${s.control ? "C" : "T"}${s.text}`).join("\u0000");
+    // The system text holds the hints of the types asked, so it is rendered for these questions.
+    const hash = createHash("sha256").update(text(renderSystem(this.config.template, questions)));
+    // The state's framing, by two probes: text and structured data.
+    hash.update(text(renderState("probe"))).update(text(renderState({ probe: [1, "x"] })));
+    for (const { question } of unitsOf(questions).values()) {
+      const rendered = renderQuestion(this.config.template, question);
+      hash.update(text(rendered.suffix)).update(JSON.stringify(rendered.labels));
+    }
+    return hash.digest("hex").slice(0, 16);
   }
 
   exactTokenCounts(): boolean {

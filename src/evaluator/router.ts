@@ -97,6 +97,10 @@ export class ModelRouter implements ModelSet {
     return evaluator.promptText(request);
   }
 
+  promptFingerprint(model: string, questions: EvaluatorRequest["questions"]): string {
+    return this.route(model).promptFingerprint?.(model, questions) ?? "";
+  }
+
   pricePerMillion(model: string): number | undefined {
     return this.route(model).pricePerMillion?.(model);
   }

@@ -22,9 +22,9 @@ export interface LoggerOptions {
   name?: string;
 }
 
-/** Creates a JSON-lines logger; `TYPED_EVAL_LOG_LEVEL` sets the default level. */
+/** Creates a JSON-lines logger (level info unless told; the command line passes `$TYPED_EVAL_LOG_LEVEL`, read in api/env.ts). */
 export function createLogger(options: LoggerOptions = {}): Logger {
-  const level = options.level ?? (process.env["TYPED_EVAL_LOG_LEVEL"] as LevelWithSilent | undefined) ?? "info";
+  const level = options.level ?? "info";
   return pino(
     {
       name: options.name ?? "typed-eval",

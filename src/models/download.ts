@@ -11,6 +11,7 @@ import { pipeline } from "node:stream/promises";
 import type { ModelEntry } from "./registry.js";
 import { InvocationError, UpstreamUnavailableError } from "../api/errors.js";
 import { systemErrorKind } from "../api/system-errors.js";
+import { env } from "../api/env.js";
 
 export type Progress = (received: number, total: number | undefined) => void;
 
@@ -18,7 +19,7 @@ export type Progress = (received: number, total: number | undefined) => void;
 export function downloadUrl(uri: string): string {
   const hf = /^hf:\/\/([^/]+)\/([^/]+)\/(.+)$/.exec(uri);
   if (!hf) return uri;
-  const endpoint = (process.env["HF_ENDPOINT"] ?? "https://huggingface.co").replace(/\/$/, "");
+  const endpoint = env("HF_ENDPOINT").replace(/\/$/, "");
   return `${endpoint}/${hf[1]}/${hf[2]}/resolve/main/${hf[3]}`;
 }
 

@@ -5,6 +5,7 @@
  */
 import { describeIssues, InvocationError } from "../api/errors.js";
 import { readJsonFile } from "../api/json.js";
+import { env } from "../api/env.js";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Type, type Static } from "@sinclair/typebox";
@@ -141,7 +142,7 @@ export class ModelRegistry {
   static load(options: RegistryOptions = {}): ModelRegistry {
     const own = parse(bundled, "models.json");
     const problems = check(own, "models.json");
-    const userFile = options.file ?? process.env["TYPED_EVAL_MODELS_FILE"];
+    const userFile = options.file ?? env("TYPED_EVAL_MODELS_FILE");
     const dirs = new Map<ModelEntry, string>();
     let entries = own.models;
     if (userFile) {
@@ -197,8 +198,8 @@ export class ModelRegistry {
 
 /** Where downloads go: `TYPED_EVAL_MODELS_DIR`, else the user cache folder. */
 export function defaultModelsDir(): string {
-  const own = process.env["TYPED_EVAL_MODELS_DIR"];
+  const own = env("TYPED_EVAL_MODELS_DIR");
   if (own) return own;
-  const cache = process.env["XDG_CACHE_HOME"] ?? join(homedir(), ".cache");
+  const cache = env("XDG_CACHE_HOME") ?? join(homedir(), ".cache");
   return join(cache, "typed-eval", "models");
 }

@@ -123,28 +123,37 @@ function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unk
 
 /**
  * Opens an answers or gold file, local or `s3://` (a night's answers usually
- * live beside its run's S3 output). A missing or unreadable one is a one-line
- * usage error; a store that stays down past its retries is a `StorageError`
- * (exit 9: rerun once it is back).
+ * live beside its run's S3 output). An unreadable one is a one-line usage
+ * error (exit 2); a missing one too, unless it is the command's own input
+ * (`primary`): then it is an absent input (exit 6, as for every command), not
+ * a mistake in a flag such as --gold or --compare. A store that stays down
+ * past its retries is a `StorageError` (exit 9: rerun once it is back).
  */
-export async function openFile(path: string, format: InputFormat, what: string): Promise<Source> {
+export async function openFile(path: string, format: InputFormat, what: string, primary: boolean): Promise<Source> {
   try {
     return isS3(path) ? await openS3Source(path, format) : openLocalSource(path, format);
   } catch (error) {
     if (error instanceof StorageError) throw error;
     // An S3 source names the object itself ("cannot read s3://...: no such key"): say it once.
-    const message = (error as Error).message.replace(`cannot read ${path}: `, "");
-    throw new QualityInputError(`cannot read ${what} ${path}: ${message}`);
+    const message = `cannot read ${what} ${path}: ${(error as Error).message.replace(`cannot read ${path}: `, "")}`;
+    if (primary && error instanceof SourceError && error.absent) throw new SourceError(message, { absent: true });
+    throw new QualityInputError(message);
   }
 }
 
 /** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
 export async function readAnswers(
   path: string,
-  options: { questions?: QuestionInfo[] | undefined; format?: InputFormat | undefined; onQuestions?: (q: QuestionInfo[]) => void },
+  options: {
+    questions?: QuestionInfo[] | undefined;
+    format?: InputFormat | undefined;
+    onQuestions?: (q: QuestionInfo[]) => void;
+    /** Named by a flag (`--compare`): missing, it is a mistake in the invocation (exit 2), not an absent input (6). */
+    secondary?: boolean;
+  },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
-  const source = await openFile(path, format, "answers");
+  const source = await openFile(path, format, "answers", !options.secondary);
   let questions = options.questions;
   let notify = options.onQuestions;
   async function* rows(): AsyncGenerator<AnswerRow> {
@@ -256,7 +265,7 @@ export async function readGold(
   options: { idField?: string | undefined; jobIdField?: string | undefined; format?: InputFormat | undefined },
 ): Promise<Gold> {
   const format = formatOf(path, options.format);
-  const source = await openFile(path, format, "gold");
+  const source = await openFile(path, format, "gold", false);
   const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(1024 * questions.length), questions, ignored: [] };
   const problems: string[] = [];
   const problem = (message: string) => {

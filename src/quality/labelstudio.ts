@@ -181,7 +181,7 @@ async function statesFromInput(
     let left = lines.size;
     let found: Awaited<ReturnType<typeof openFile>>;
     try {
-      found = await openFile(location, formatOf(location), "input");
+      found = await openFile(location, formatOf(location), "input", false);
     } catch (error) {
       throw new QualityInputError(
         `the tasks would give annotators nothing to read: the state ${job.state ?? "(the whole record)"} is not kept in ${reviewPath}, and ${(error as Error).message}; pass --input <the file the run read>, or keep the state field in the job`,

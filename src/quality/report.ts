@@ -145,7 +145,7 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
   let mass: Earlier["mass"] = [];
   let values: number[][] = [];
   let rowModel: string | undefined;
-  for await (const row of await readAnswers(path, { questions, onQuestions: (q) => (found = q) })) {
+  for await (const row of await readAnswers(path, { questions, onQuestions: (q) => (found = q), secondary: true })) {
     const qs = found as QuestionInfo[];
     if (counts.length === 0) {
       counts = qs.map((q) => new Array<number>(q.labels.length).fill(0));

@@ -12,7 +12,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { setMaxListeners } from "node:events";
 import type { Readable } from "node:stream";
 import { GetObjectCommand, type GetObjectCommandOutput, HeadBucketCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
-import { parseDuration } from "../api/duration.js";
+import { env } from "../api/env.js";
 import { InvocationError } from "../api/errors.js";
 import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
 import { systemErrorKind } from "../api/system-errors.js";
@@ -28,7 +28,7 @@ export function parseS3(location: string): { bucket: string; key: string } {
   return { bucket: match[1], key: match[2] ?? "" };
 }
 
-/** An S3 setting that cannot work (no credentials, no such bucket, an endpoint without a scheme, a prefix where an object goes): exit 2, naming it. */
+/** An S3 setting that cannot work (no credentials, no such bucket, a prefix where an object goes): exit 2, naming it. An endpoint without its scheme is refused with the environment (api/env.ts). */
 export class S3SetupError extends InvocationError {
   override name = "S3SetupError";
   constructor(
@@ -52,31 +52,19 @@ export function s3Object(location: string, setting: string): { bucket: string; k
   return { bucket, key };
 }
 
-/** The endpoint the environment names (`AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`), checked: a URL with an http(s) scheme. */
-function endpointFromEnvironment(): string | undefined {
-  for (const name of ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]) {
-    const value = process.env[name];
-    if (!value) continue;
-    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
-    if ((scheme !== "http" && scheme !== "https") || !URL.canParse(value))
-      throw new S3SetupError(
-        name,
-        `${name}=${value} is not an http:// or https:// URL: write it with its scheme, such as https://${value.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "")}`,
-      );
-    return value;
-  }
-  return undefined;
-}
-
 let shared: { endpoint: string | undefined; client: S3Client } | undefined;
 
-/** The S3 client, configured from the environment; an `S3SetupError` when the endpoint it names cannot be a URL. */
+/**
+ * The S3 client, configured from the environment (`AWS_ENDPOINT_URL_S3`,
+ * else `AWS_ENDPOINT_URL`; api/env.ts refuses one without its scheme, exit 2
+ * naming it); a new one when the endpoint changed.
+ */
 export function s3Client(): S3Client {
-  const endpoint = endpointFromEnvironment();
+  const endpoint = env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
   if (shared && shared.endpoint === endpoint) return shared.client;
   const client = new S3Client({
     ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
-    region: process.env["AWS_REGION"] ?? process.env["AWS_DEFAULT_REGION"] ?? "us-east-1",
+    region: env("AWS_REGION") ?? env("AWS_DEFAULT_REGION"),
     // One retry layer, `storageCall`'s: the SDK's own (3 attempts, then a retry quota) would end an outage in seconds.
     maxAttempts: 1,
     // A store that accepts the connection and then says nothing is a failed attempt, not a hang.
@@ -103,17 +91,8 @@ export const STORAGE_RETRY_MS = 120_000;
 /** Backoff between storage attempts: 250 ms doubling to 8 s, up to half of each delay taken off at random. */
 const STORAGE_BACKOFF: RetryPolicy = { maxRetries: Number.POSITIVE_INFINITY, initialMs: 250, maxBackoffMs: 8_000, jitter: 0.5, maxServerDelayMs: 0 };
 
-/**
- * The retry window `$TYPED_EVAL_STORAGE_RETRY` gives (`2m`, `90`, `0`), read
- * with the CLI's parser so every command means the same by it; the default
- * when it is unset or not a duration (`run` refuses such a value at once).
- */
-export function storageRetryMsFrom(text: string | undefined): number {
-  const parsed = text === undefined || text === "" ? undefined : parseDuration(text);
-  return parsed === undefined ? STORAGE_RETRY_MS : parsed.seconds * 1000;
-}
-
-let retryWindowMs = storageRetryMsFrom(process.env["TYPED_EVAL_STORAGE_RETRY"]);
+/** The retry window: the default until the command line sets it (`--storage-retry`, else `$TYPED_EVAL_STORAGE_RETRY`, for every command). */
+let retryWindowMs = STORAGE_RETRY_MS;
 
 /** Sets how long storage calls retry transient failures (`--storage-retry`, `$TYPED_EVAL_STORAGE_RETRY` seconds). */
 export function setStorageRetry(seconds: number): void {
@@ -217,6 +196,13 @@ class StorageEnding {
     else setTimeout(() => this.ended.abort(), this.graceMs).unref();
   }
 
+  /** Ends the budget at once (a second signal): what is still retried gives up now. */
+  endNow(): void {
+    if (this.endsAt === undefined) this.why = "stopped";
+    this.endsAt = Math.min(this.endsAt ?? Number.POSITIVE_INFINITY, monotonicMs());
+    this.ended.abort();
+  }
+
   /** When retries must be over (monotonic ms); infinite until the ending begins. */
   get deadline(): number {
     return this.endsAt ?? Number.POSITIVE_INFINITY;
@@ -246,12 +232,14 @@ const runEnding = new AsyncLocalStorage<StorageEnding>();
  * included) gives up within `graceMs` in all. Ambient rather than passed,
  * because every S3 call of the run (the input, the journal's shipments on
  * their timer, the lock, the uploads, the summaries) retries through
- * `storageCall`.
+ * `storageCall`. A second signal (`now`) ends them at once.
  */
-export function withStorageStop<T>(stop: AbortSignal | undefined, work: () => Promise<T>, graceMs = 0): Promise<T> {
+export function withStorageStop<T>(stop: AbortSignal | undefined, work: () => Promise<T>, graceMs = 0, now?: AbortSignal): Promise<T> {
   const ending = new StorageEnding(graceMs);
   if (stop?.aborted) ending.begin("stopped");
   else stop?.addEventListener("abort", () => ending.begin("stopped"), { once: true });
+  if (now?.aborted) ending.endNow();
+  else now?.addEventListener("abort", () => ending.endNow(), { once: true });
   return runEnding.run(ending, work);
 }
 

@@ -76,6 +76,14 @@ export interface UsageSummary {
   };
   /** Rows whose id an earlier row already had: all are written; the quality tools key rows by id and line. */
   duplicate_ids?: DuplicateIds;
+  /** Each model that answered the output's rows, with its count of rows (`model` is the requested name when there is more than one). */
+  answered_by?: Record<string, number>;
+  /**
+   * Journal entries no record of the input asks for now, set aside and never
+   * written: answers or errors for another version of a record (the record or
+   * the job changed since), and for records no longer in the input.
+   */
+  set_aside?: { other_versions: number; not_in_input: number };
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
 }
@@ -138,7 +146,22 @@ export function describe(s: UsageSummary): string {
     s.requests.sent > 0 ? `, ${s.records_per_second.toFixed(1)} records/s` : ""
   }`;
   const repeats = s.duplicate_ids ? [describeDuplicates(s.duplicate_ids)] : [];
-  return [head, ...repeats, ...(now ? [now] : []), all].join("\n");
+  const models = s.answered_by && Object.keys(s.answered_by).length > 1 ? [describeModels(s.answered_by)] : [];
+  const aside = s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input > 0 ? [describeSetAside(s.set_aside)] : [];
+  return [head, ...models, ...repeats, ...aside, ...(now ? [now] : []), all].join("\n");
+}
+
+/** One line for people: the rows came from more than one model, and how many from each. */
+export function describeModels(answeredBy: Record<string, number>): string {
+  const each = Object.entries(answeredBy)
+    .map(([model, rows]) => `${model} (${rows.toLocaleString("en-US")})`)
+    .join(", ");
+  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint changed its model during the run`;
+}
+
+/** One line for people: journal entries that no record of the input asks for now. */
+function describeSetAside(aside: NonNullable<UsageSummary["set_aside"]>): string {
+  return `set aside from the journal: ${aside.other_versions.toLocaleString("en-US")} entries for other versions of records (the job or the record changed), ${aside.not_in_input.toLocaleString("en-US")} for records no longer in the input`;
 }
 
 /** Whether JSON is a usage summary. */

@@ -1,26 +1,33 @@
 /**
- * The answer stage: stream records (loop.ts), turn each into a request
- * (records.ts), skip what an earlier run finished (the journal), send
- * identical requests once (dedup.ts), pace and retry every attempt
- * (send.ts, limiter.ts), and journal each finished record. It ends in a
- * verdict, never an exception: a storage failure, a lost lock or a bug
- * stops the records in hand and says why.
+ * The answer stage: stream records (send/loop.ts), take each in input order
+ * (input/order.ts: what the outputs will hold), turn it into a request
+ * (input/requests.ts), skip what the journal already answered for this very
+ * request (state/index.ts), send identical requests once (state/dedup.ts),
+ * pace and retry every attempt (send/send.ts, send/limiter.ts), and journal
+ * each finished record. It ends in facts, never an exception: whether the
+ * input's end was reached, which records have no result yet, and the first
+ * thing that ended it early (send/ending.ts).
  */
-import { setMaxListeners } from "node:events";
+import { createHash } from "node:crypto";
 import { TypedEvalError } from "../api/errors.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { Job } from "../records/job.js";
 import { prepareItem, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
-import { FailureWatch } from "./output/summary.js";
 import { costOf } from "../records/usage.js";
 import type { RunLimiter } from "./send/limiter.js";
 import { forEachBounded } from "./send/loop.js";
-import { AbortRun, Sender, type Outcome, type SendCounts } from "./send/send.js";
+import { Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
-import type { DoneIndex, Entry, ErrorEntry } from "./state/journal.js";
-import { InputChangedError, isStorageFailure, LockLostError, type Verdict, SourceError } from "../api/verdict.js";
+import type { JournalIndex } from "./state/index.js";
+import type { AnswerEntry, Entry, ErrorEntry } from "./state/journal.js";
+import { classify, type Ending, type Stage } from "../api/verdict.js";
+import { InputOrder } from "./input/order.js";
+import { RunEnding } from "./send/ending.js";
+import { RecordWatch } from "./send/watch.js";
+import { SpendingJournal } from "./state/spending.js";
+import type { EvaluatorRequest } from "../api/schema.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {
@@ -32,8 +39,7 @@ export const RUN_DEFAULTS = {
   dedupCache: 50_000,
 } as const;
 
-/** How often a run journals what it has spent: a kill -9 loses at most this much of its request and time counts. */
-export const SPEND_INTERVAL_MS = 2000;
+export { SPEND_INTERVAL_MS } from "./state/spending.js";
 
 export interface RunProgress {
   read: number;
@@ -50,7 +56,8 @@ export interface RunProgress {
 
 /** Where finished records go: the journal (a local file; a test may put a failing one in its place). */
 export interface JournalSink {
-  append(entry: Entry): void;
+  /** Appends an entry; returns where it lies in the journal. */
+  append(entry: Entry): number;
   close(): void;
 }
 
@@ -70,12 +77,17 @@ export interface AnswerOptions {
   dedupCache?: number | undefined;
   maxFailuresInARow?: number | undefined;
   earlyFailures?: number | undefined;
+  /** The first signal: take no more records, let those in flight finish within the grace. */
   stop?: AbortSignal | undefined;
+  /** A second signal: stop at once. */
+  stopNow?: AbortSignal | undefined;
   graceMs?: number | undefined;
   logger: Logger;
   onProgress?: ((progress: RunProgress) => void) | undefined;
   /** Checked before each record is sent and once at the end: throws LockLostError when another run took the journal over. */
   fence?: (() => void) | undefined;
+  /** Called once with the stage's first ending, when something ends it early. */
+  onEnding?: ((ending: Ending) => void) | undefined;
 }
 
 export interface AnswerStats {
@@ -87,219 +99,249 @@ export interface AnswerStats {
   inputTokens: number;
 }
 
-/** How the answer stage ended: `verdict` undefined means every record of the input (or shard) is in the journal. */
+/** What the answer stage found: the facts the run's verdict is decided from (`decide` in api/verdict.ts). */
 export interface Answered {
   stats: AnswerStats;
   sent: SendCounts;
   started: number;
-  verdict?: Verdict;
-  reason?: string;
+  /** The records of the input as read, in order: what the outputs hold. */
+  order: InputOrder;
+  /** The reader reached the input's real end. */
+  inputEnded: boolean;
+  /** Records read without a journaled result for their current request. */
+  unfinished: number;
+  /** What ended the stage early, if anything did. */
+  ended: Ending | undefined;
   /** The first records all failed for one reason, so far (named even when the input is shorter than the watch's window). */
   sameReason: string | undefined;
 }
 
-/** The first records all failed for one reason: nothing later will do better. */
-class AllFailed extends Error {
-  override name = "AllFailed";
+/** A record taken from the input and due to be asked: its key in the index and its request. */
+interface Asking {
+  item: SourceItem;
+  key: number;
+  id: string;
+  h: string;
+  request: EvaluatorRequest;
+  keep: Record<string, unknown> | undefined;
 }
 
-/** The verdict a record's unexpected error stops the run with. */
-function verdictOfTaskError(error: unknown): { verdict: Verdict; reason: string } {
-  if (error instanceof AbortRun) return { verdict: "aborted", reason: error.message };
-  if (error instanceof AllFailed) return { verdict: "all-failed", reason: error.message };
-  if (error instanceof LockLostError) return { verdict: "lock-lost", reason: error.message };
-  if (isStorageFailure(error)) return { verdict: "storage-unavailable", reason: (error as Error).message };
-  return { verdict: "internal-error", reason: (error as Error).message };
+/** Answers every record not answered yet for its current request, journaling each; ends in facts, never an exception. */
+export function answerRecords(options: AnswerOptions, journal: JournalSink, index: JournalIndex, identity: string): Promise<Answered> {
+  return new AnswerStage(options, journal, index, identity).run();
 }
 
-/** Answers every record not done yet, journaling each; ends in a verdict (or none: complete). */
-export async function answerRecords(options: AnswerOptions, journal: JournalSink, done: DoneIndex, identity: string): Promise<Answered> {
-  const { job, source, evaluator, limiter, logger } = options;
-  const started = Date.now();
-  const stats: AnswerStats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
-  const abort = new AbortController();
-  // Every request in flight listens on this one signal: as many listeners as --concurrency, by design.
-  setMaxListeners(Math.max(10, options.concurrency * 2 + 10), abort.signal);
-  const sender = new Sender({
-    evaluator,
-    limiter,
-    maxRetries: options.maxRetries ?? RUN_DEFAULTS.maxRetries,
-    timeoutMs: options.timeoutMs,
-    signal: abort.signal,
-    // Checked again at the wire, after the limiter's wait: a run paused there must not send once its lock is gone.
-    fence: { assertHeld: () => options.fence?.() },
-  });
-  const sent = sender.counts;
-  const dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
-  // A resumed run copies what earlier runs answered, as one uninterrupted run would have: the same output file.
-  if (done.size > 0) await dedup.prime(options.journalPath);
-  const watch = new FailureWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures);
-  const fence = options.fence ?? (() => undefined);
+class AnswerStage {
+  private readonly stats: AnswerStats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
+  private readonly order = new InputOrder();
+  private readonly ending: RunEnding;
+  private readonly sender: Sender;
+  private readonly dedup: Dedup;
+  private readonly watch: RecordWatch;
+  private readonly spending: SpendingJournal;
+  private readonly started = Date.now();
 
-  const report = () =>
+  constructor(
+    private readonly options: AnswerOptions,
+    private readonly journal: JournalSink,
+    private readonly index: JournalIndex,
+    private readonly identity: string,
+  ) {
+    this.ending = new RunEnding(options.graceMs ?? RUN_DEFAULTS.graceMs, { stop: options.stop, now: options.stopNow, concurrency: options.concurrency });
+    this.sender = new Sender({
+      evaluator: options.evaluator,
+      limiter: options.limiter,
+      maxRetries: options.maxRetries ?? RUN_DEFAULTS.maxRetries,
+      timeoutMs: options.timeoutMs,
+      signal: this.ending.abort.signal,
+      // Checked again at the wire, after the limiter's wait: a run paused there must not send once its lock is gone.
+      fence: { assertHeld: () => options.fence?.() },
+    });
+    this.dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
+    this.watch = new RecordWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures, options.maxFailuresInARow ?? RUN_DEFAULTS.maxFailuresInARow);
+    this.spending = new SpendingJournal(journal, this.sender.counts, this.started);
+  }
+
+  async run(): Promise<Answered> {
+    // A resumed run copies what earlier runs answered, as one uninterrupted run would have: the same output file.
+    if (this.index.size > 0) await this.dedup.prime(this.options.journalPath);
+    const timers = [setInterval(() => this.report(), 500), setInterval(() => this.spend(false), this.spending.intervalMs)];
+    let inputEnded = false;
+    try {
+      ({ inputEnded } = await forEachBounded(this.options.source.items, this.options.concurrency, {
+        halt: this.ending.halt.signal,
+        take: (item) => this.take(item),
+        onTaskError: (error) => this.fail(error, "answer"),
+        onSourceError: (error) => this.fail(error, "answer"),
+      }));
+    } finally {
+      for (const timer of timers) clearInterval(timer);
+      this.ending.dispose();
+      this.report();
+    }
+    this.spend(true);
+    this.checkFence();
+    return this.facts(inputEnded);
+  }
+
+  private facts(inputEnded: boolean): Answered {
+    let unfinished = 0;
+    for (let i = 0; i < this.order.length; i++) if (!this.index.hasResult(this.order.keyAt(i))) unfinished++;
+    const { stats, order, started } = this;
+    return { stats, sent: this.sender.counts, started, order, inputEnded, unfinished, ended: this.ending.ended, sameReason: this.watch.sameReason() };
+  }
+
+  /** Ends the stage on an error met at `stage` (the first ending wins). */
+  private fail(error: unknown, stage: Stage): void {
+    const ending = classify(error, stage, { paid: true });
+    if (ending.verdict === "internal-error") this.options.logger.debug({ err: error }, "answering a record failed unexpectedly");
+    const first = this.ending.ended === undefined;
+    this.ending.end(ending, error);
+    if (first) this.options.onEnding?.(ending);
+  }
+
+  /** Done only with the lock still ours: a run that lost it in its last moments writes nothing. */
+  private checkFence(): void {
+    if (this.ending.ended) return;
+    try {
+      this.options.fence?.();
+    } catch (error) {
+      this.fail(error, "answer");
+    }
+  }
+
+  /**
+   * Takes a record read, in input order: it joins the order the outputs
+   * follow, and gets a task unless it needs none (another shard's, answered
+   * already for this request, or a repeat of a record taken before).
+   */
+  private take(item: SourceItem): (() => Promise<void>) | undefined {
+    const { job, shard } = this.options;
+    this.stats.read++;
+    const prepared = prepareItem(job, item, shard, this.identity);
+    if (prepared.kind === "other-shard") return void this.stats.otherShards++;
+    if (prepared.kind === "invalid") {
+      // An unusable record fails under this very problem: its key carries the message, so a fixed record is a new one.
+      const h = invalidHash(item, prepared.message);
+      const key = this.index.key(prepared.id, h);
+      this.order.push(key, item.line, item.source);
+      if (!this.index.see(key)) return undefined;
+      return async () => this.failed(item, key, prepared.id, h, { status: prepared.status, type: prepared.type, message: prepared.message }, false);
+    }
+    const h = prepared.hash.slice(0, 16);
+    const key = this.index.key(prepared.id, h);
+    this.order.push(key, item.line, item.source);
+    if (!this.index.see(key)) return undefined;
+    if (this.index.isAnswered(key)) return void this.resume(item, key, prepared.id, h, prepared.keep);
+    const keep = job.keep ? prepared.keep : undefined;
+    const asking: Asking = { item, key, id: prepared.id, h, request: prepared.request, keep };
+    return () => this.ask(asking);
+  }
+
+  /** A record answered before for this same request: kept; its kept fields journaled anew when the job keeps others now. */
+  private resume(item: SourceItem, key: number, id: string, h: string, keep: Record<string, unknown>): void {
+    this.stats.resumed++;
+    if (!this.index.staleKeep(key)) return;
+    const offset = this.append({ k: "keep", seq: item.seq, id, h, keep });
+    if (offset === undefined) return;
+    this.index.rekept.set(key, offset);
+    this.index.markKeep(key, false);
+  }
+
+  /** Sends a record's request (or copies an identical one's answer) and journals the outcome. */
+  private async ask(asking: Asking): Promise<void> {
+    const { item, key, id, h, request } = asking;
+    // Identical requests are sent once (state/dedup.ts): a copy names its original by id and carries its label mass, with zero usage.
+    const { outcome, copyOf } = await this.dedup.answer(h, id, () => this.send(request));
+    if (!outcome.ok)
+      return this.failed(
+        item,
+        key,
+        id,
+        h,
+        { status: outcome.status, type: outcome.error, message: `line ${item.line}: ${outcome.message}` },
+        copyOf === undefined,
+      );
+    const { response, labelMass } = outcome.evaluation;
+    const entry: AnswerEntry = {
+      k: "answer",
+      seq: item.seq,
+      line: item.line,
+      source: item.source,
+      id,
+      h,
+      ...(asking.keep ? { keep: asking.keep } : {}),
+      model: response.model,
+      answers: response.answers,
+      usage: response.usage,
+      ...(labelMass ? { label_mass: labelMass } : {}),
+      ...(copyOf !== undefined ? { dedup_of: copyOf } : {}),
+    };
+    const offset = this.append(entry);
+    if (offset === undefined) return;
+    this.index.answered(key, offset, copyOf !== undefined);
+    this.stats.answered++;
+    this.stats.inputTokens += response.usage.input_tokens;
+    this.watch.answered();
+  }
+
+  /** One attempt series through the limiter; a request the evaluator refuses to estimate fails as itself. */
+  private send(request: EvaluatorRequest): Promise<Outcome> {
+    let estimate: number;
+    try {
+      estimate = this.options.evaluator.estimateInputTokens(request);
+    } catch (error) {
+      const typed = error instanceof TypedEvalError ? error : undefined;
+      return Promise.resolve({ ok: false, status: typed?.status ?? 0, error: typed?.code ?? "internal_error", message: (error as Error).message } as const);
+    }
+    this.options.fence?.();
+    return this.sender.send(request, estimate);
+  }
+
+  /** Journals a record's failure; the watch may end the run (the endpoint down, or every record failing alike). */
+  private failed(item: SourceItem, key: number, id: string, h: string, why: Pick<ErrorEntry, "status" | "type" | "message">, sent: boolean): void {
+    const offset = this.append({ k: "error", seq: item.seq, line: item.line, source: item.source, id, h, ...why });
+    if (offset === undefined) return;
+    this.index.failed(key, offset, true);
+    this.stats.failed++;
+    this.watch.failed(why.status, why.type, why.message, sent);
+  }
+
+  /** Appends to the journal; nothing once another run holds it (undefined then). */
+  private append(entry: Entry): number | undefined {
+    if (this.ending.lockLost) return undefined;
+    return this.journal.append(entry);
+  }
+
+  /** What this run spent, journaled as it goes: a killed run's requests and time are not lost. */
+  private spend(final: boolean): void {
+    if (this.ending.lockLost) return;
+    try {
+      this.spending.record(final);
+    } catch (error) {
+      // The journal's store failed between records: the same ending as a record's failed append.
+      this.fail(error, "answer");
+    }
+  }
+
+  private report(): void {
+    const { stats, options } = this;
+    const progress = options.source.progress();
     options.onProgress?.({
       read: stats.read,
       answered: stats.answered,
       failed: stats.failed,
       resumed: stats.resumed,
       inputTokens: stats.inputTokens,
-      costUsd: costOf(stats.inputTokens + sent.wastedInput, options.pricePerMillion),
-      bytes: source.progress().bytes,
-      totalBytes: source.progress().total,
-      pace: limiter.paceReport().current,
+      costUsd: costOf(stats.inputTokens + this.sender.counts.wastedInput, options.pricePerMillion),
+      bytes: progress.bytes,
+      totalBytes: progress.total,
+      pace: options.limiter.paceReport().current,
     });
-
-  const fail = (item: { seq: number; line: number; source: string }, id: string, status: number, type: string, message: string, h?: string) => {
-    const entry: ErrorEntry = { k: "error", seq: item.seq, line: item.line, source: item.source, id, status, type, message, ...(h ? { h } : {}) };
-    journal.append(entry);
-    stats.failed++;
-    const reason = watch.failed(status, type, message);
-    if (reason) throw new AllFailed(reason);
-  };
-  const succeeded = () => {
-    stats.answered++;
-    watch.answered();
-  };
-
-  // An endpoint that fails every record is down, not picky: stop, and let a rerun resume, rather than
-  // write the whole input to the errors file.
-  const maxInARow = options.maxFailuresInARow ?? RUN_DEFAULTS.maxFailuresInARow;
-  let failuresInARow = 0;
-  const endpointFailed = (outcome: Outcome) => {
-    if (outcome.ok) failuresInARow = 0;
-    else if ((outcome.status === 0 || outcome.status === 408 || outcome.status >= 500) && ++failuresInARow >= maxInARow) {
-      throw new AbortRun(`the endpoint failed ${failuresInARow} records in a row with nothing answered between them (the last: ${outcome.message})`);
-    }
-  };
-
-  const processItem = async (item: SourceItem): Promise<void> => {
-    stats.read++;
-    const prepared = prepareItem(job, item, options.shard, identity);
-    if (prepared.kind === "other-shard") return void stats.otherShards++;
-    if (prepared.kind === "invalid") return fail(item, prepared.id, prepared.status, prepared.type, prepared.message);
-    const { request, hash, id } = prepared;
-    const h = hash.slice(0, 16);
-    if (done.has(item.seq, h)) {
-      // Answered before, while the job kept other fields: keep what the job keeps now, from the input.
-      if (done.staleKeep(item.seq)) journal.append({ k: "keep", seq: item.seq, keep: prepared.keep });
-      return void stats.resumed++;
-    }
-    const base = { seq: item.seq, line: item.line, source: item.source, id, h, ...(job.keep ? { keep: prepared.keep } : {}) };
-    // Identical requests are sent once (state/dedup.ts): a copy names its original by id and carries its label mass, with zero usage.
-    const { outcome, copyOf } = await dedup.answer(h, id, () => {
-      let estimate: number;
-      try {
-        estimate = evaluator.estimateInputTokens(request);
-      } catch (error) {
-        const typed = error instanceof TypedEvalError ? error : undefined;
-        return Promise.resolve({ ok: false, status: typed?.status ?? 0, error: typed?.code ?? "internal_error", message: (error as Error).message } as const);
-      }
-      fence();
-      return sender.send(request, estimate);
-    });
-    if (copyOf === undefined) endpointFailed(outcome);
-    if (!outcome.ok) return fail(item, id, outcome.status, outcome.error, `line ${item.line}: ${outcome.message}`, h);
-    const { response, labelMass } = outcome.evaluation;
-    journal.append({
-      k: "answer",
-      ...base,
-      model: response.model,
-      answers: response.answers,
-      usage: response.usage,
-      ...(labelMass ? { label_mass: labelMass } : {}),
-      ...(copyOf !== undefined ? { dedup_of: copyOf } : {}),
-    });
-    stats.inputTokens += response.usage.input_tokens;
-    succeeded();
-  };
-
-  let reason: string | undefined;
-  let verdict: Verdict | undefined;
-  const stopWith = (why: string, as: Verdict, error: unknown) => {
-    if (verdict === undefined) {
-      reason = why;
-      verdict = as;
-    }
-    abort.abort(error);
-  };
-  // What this run spent, journaled as it goes: a killed run's requests and time are not lost.
-  const spent = { at: started, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
-  const journalSpending = (final = false) => {
-    const now = Date.now();
-    if (!final && sent.requests === spent.requests) return;
-    try {
-      journal.append({
-        k: "run",
-        started: new Date(started).toISOString(),
-        seconds: (now - spent.at) / 1000,
-        requests: sent.requests - spent.requests,
-        retries: sent.retries - spent.retries,
-        rate_limited: sent.rateLimited - spent.rateLimited,
-        overloaded: sent.overloaded - spent.overloaded,
-        wasted_input_tokens: sent.wastedInput - spent.wastedInput,
-      });
-    } catch (error) {
-      // The journal's store failed between records: the same verdict as a record's failed append.
-      const end = verdictOfTaskError(error);
-      stopWith(end.reason, end.verdict, error);
-      return;
-    }
-    Object.assign(spent, { at: now, ...sent });
-  };
-  const timer = setInterval(report, 500);
-  const spendTimer = setInterval(() => journalSpending(), SPEND_INTERVAL_MS);
-  try {
-    const end = await forEachBounded(source.items, options.concurrency, processItem, {
-      stop: options.stop,
-      graceMs: options.graceMs ?? RUN_DEFAULTS.graceMs,
-      halted: () => verdict !== undefined,
-      onTaskError: (error) => {
-        if (abort.signal.aborted && verdict !== undefined) return;
-        const stopped = verdictOfTaskError(error);
-        if (stopped.verdict === "internal-error") logger.debug({ err: error }, "record processing failed");
-        stopWith(stopped.reason, stopped.verdict, error);
-      },
-      onSourceError: (error) => {
-        // The source itself failed (a CSV syntax error, invalid UTF-8, a gzip or network error): stop, keep what finished.
-        const as =
-          error instanceof InputChangedError
-            ? "input-changed"
-            : error instanceof SourceError
-              ? error.absent
-                ? "no-input"
-                : "bad-input"
-              : isStorageFailure(error)
-                ? "storage-unavailable"
-                : "aborted";
-        stopWith((error as Error).message, as, error);
-      },
-      onGraceOver: () => abort.abort(new Error("the grace period ran out")),
-    }).catch(() => "halted" as const);
-    if (end === "stopped" && verdict === undefined) {
-      reason = "the records in flight finished and are kept";
-      verdict = "stopped";
-    }
-  } finally {
-    clearInterval(timer);
-    clearInterval(spendTimer);
-    report();
   }
-  journalSpending(true);
-  if (verdict === undefined) {
-    // Done means every record taken is in the journal: one left out (a stop racing the last records) is a stop, not done.
-    const finished = stats.answered + stats.failed + stats.resumed + stats.otherShards;
-    if (finished < stats.read) {
-      verdict = options.stop?.aborted ? "stopped" : "internal-error";
-      reason = `${stats.read - finished} of the records read did not finish; the journal keeps the others`;
-    }
-  }
-  if (verdict === undefined) {
-    try {
-      fence();
-    } catch (error) {
-      verdict = "lock-lost";
-      reason = (error as Error).message;
-    }
-  }
-  return { stats, sent, started, sameReason: watch.sameReason(), ...(verdict !== undefined ? { verdict, reason: reason ?? "" } : {}) };
+}
+
+/** The request hash of a record that makes no request: its place and its problem (each such record is its own, failed anew every run). */
+function invalidHash(item: SourceItem, message: string): string {
+  return createHash("sha256").update(`invalid\n${item.source}\n${item.line}\n${message}`).digest("hex").slice(0, 16);
 }

@@ -6,38 +6,13 @@
  * settings hold together. Failures here are verdicts with nothing paid.
  */
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { dirname, join, resolve } from "node:path";
-import { InvocationError, TypedEvalError } from "../api/errors.js";
-import { describeSystemError, systemErrorKind } from "../api/system-errors.js";
+import { InvocationError } from "../api/errors.js";
+import { describeSystemError, systemCode } from "../api/system-errors.js";
 import type { Source } from "../records/source.js";
 import { isS3, s3Object } from "../records/s3.js";
-import { InputChangedError, isStorageFailure, StorageError, type Verdict, SourceError } from "../api/verdict.js";
-
-/** A stage's failure as a verdict: nothing crosses a stage as an exception. */
-export interface StageFailure {
-  verdict: Verdict;
-  reason: string;
-}
-
-/**
- * The verdict of an error met before the first request: the user's to fix
- * (bad input, bad invocation, a path that cannot be written), the store's
- * (S3 down: resumable), or a bug.
- */
-export function checkFailure(error: unknown): StageFailure {
-  const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof SourceError) return { verdict: error.absent ? "no-input" : "bad-input", reason: message };
-  if (error instanceof InvocationError) return { verdict: "bad-input", reason: message };
-  if (error instanceof TypedEvalError) return { verdict: "aborted", reason: message };
-  // A store that failed past its retries already says what it was reading or writing, and for how long.
-  if (error instanceof StorageError) return { verdict: "storage-unavailable", reason: message };
-  if (error instanceof InputChangedError) return { verdict: "input-changed", reason: message };
-  const system = describeSystemError(error);
-  // A store that does not answer (S3 down, refused, reset) is resumable; a path the user named wrong is not.
-  if (systemErrorKind(error) !== "file-system" && isStorageFailure(error)) return { verdict: "storage-unavailable", reason: system ?? message };
-  if (system) return { verdict: "bad-input", reason: system };
-  return { verdict: "internal-error", reason: message };
-}
+import { EndpointAbort } from "../api/verdict.js";
 
 /** Can `path` be written as a file: its folder made, no directory in its (or its `.partial`'s) place, the folder writable. */
 export function checkWritableFile(path: string, flag: string): void {
@@ -52,10 +27,11 @@ export function checkWritableFile(path: string, flag: string): void {
   for (const place of [path, `${path}.partial`]) {
     if (existsSync(place) && statSync(place).isDirectory()) throw refuse(`${place} is a directory where the file goes; name a file, or remove the directory`);
   }
-  // Written, not asked (access() says yes to root on a read-only mount's folder with no write bit... and no to nothing else).
+  // Written, not asked (access() says yes to root on a read-only mount's folder with no write bit... and no to nothing else);
+  // a byte, so a full disk is found here, before anything is paid, not when the outputs are written.
   const probe = join(folder, `.typed-eval-check-${process.pid}`);
   try {
-    writeFileSync(probe, "");
+    writeFileSync(probe, "\n");
   } catch (error) {
     throw refuse(oneLine(error));
   } finally {
@@ -115,4 +91,35 @@ export async function checkFirstRecord(source: Source): Promise<Source> {
     }
   }
   return { ...source, items: items() };
+}
+
+/** Connection failures that mean nothing listens at an address (as against one request's reset or timeout). */
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
+
+/**
+ * Whether anything listens at a remote endpoint: one connection to its host
+ * and port, before the first paid request (no request is sent, so an
+ * endpoint sees nothing it does not expect). Refused, no such host or no
+ * route is the endpoint down: `EndpointAbort` (exit 3, resumable) in
+ * seconds, not after every record's retries. A slow connection is left to
+ * the run's own timeouts.
+ */
+export function probeEndpoint(baseUrl: string, timeoutMs = 5000): Promise<void> {
+  const url = new URL(baseUrl);
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port });
+    const done = (error?: Error) => {
+      socket.destroy();
+      if (!error) return resolve();
+      const code = systemCode(error);
+      if (code === undefined || !UNREACHABLE.has(code)) return resolve();
+      const why = describeSystemError(error) ?? code;
+      reject(new EndpointAbort(`nothing answers at ${baseUrl} (${why}): check --base-url and that the endpoint is up, then rerun`, { cause: error }));
+    };
+    socket.setTimeout(timeoutMs, () => done());
+    socket.once("connect", () => done());
+    socket.once("error", done);
+  });
 }

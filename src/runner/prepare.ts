@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import { dirname, basename, resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
+import { env, secret, type EnvName } from "../api/env.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import { endpointEvaluator } from "../evaluator/factory.js";
 import { refuseOffWire } from "../evaluator/remote.js";
@@ -27,7 +28,7 @@ import { isS3 } from "../records/s3.js";
 import { reviewThresholds } from "./output/review.js";
 
 /** The environment variable that names a remote endpoint when --base-url is not given. */
-export const BASE_URL_ENV = "TYPED_EVAL_BASE_URL";
+export const BASE_URL_ENV = "TYPED_EVAL_BASE_URL" satisfies EnvName;
 
 /** How a job reaches its model: the embedded one, or a remote endpoint with its key. */
 export interface EndpointSettings {
@@ -61,9 +62,9 @@ export interface JobSettings extends EndpointSettings {
 /** Opens an embedded model by name (the CLI's, with its download progress). */
 export type OpenModel = (model: string) => Promise<Evaluator>;
 
-/** The base URL from the option, else from the environment: read here only. */
-export function baseUrlOf(given: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  return given ?? env[BASE_URL_ENV];
+/** The base URL from the option, else from the environment. */
+export function baseUrlOf(given: string | undefined): string | undefined {
+  return given ?? env(BASE_URL_ENV);
 }
 
 /** An empty or non-HTTP base URL is a mistake (an unset variable in `--base-url $TYPED_EVAL_BASE_URL`), never "use the embedded model". */
@@ -88,14 +89,13 @@ export async function openEvaluator(
   settings: EndpointSettings,
   job: Job,
   openModel: OpenModel,
-  env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ evaluator: Evaluator; entry: ModelEntry | undefined; remote: boolean }> {
   const registry = ModelRegistry.load({ file: settings.modelsFile });
   const entry = registry.find(job.model);
-  const baseUrl = baseUrlOf(settings.baseUrl, env);
+  const baseUrl = baseUrlOf(settings.baseUrl);
   checkBaseUrl(baseUrl);
   if (baseUrl) {
-    const apiKey = env[settings.apiKeyEnv] || undefined;
+    const apiKey = secret(settings.apiKeyEnv);
     if (!apiKey && !settings.noApiKey) {
       throw new InvocationError(
         `$${settings.apiKeyEnv} is not set, and ${baseUrl} is a remote endpoint: set it to the endpoint's key, or pass --no-api-key if the endpoint needs none`,

@@ -56,7 +56,6 @@ const cases: [string[], RegExp][] = [
   [["estimate", data, "--job", job, "--rpm", "0"], /--rpm takes a number above 0/],
   [["usage", job], /is not a typed-eval usage summary/],
   [["usage", job, "--project", "-3"], /--project takes a number of at least 0/],
-  [["ask", "-q", job, "--state", join(dir, "missing.txt")], /cannot read the state .*no such file/],
   [["ask", "-q", job, "--threads", "-2"], /--threads/],
   [["ask", "-q", job, "--gpu", "tpu"], /Invalid values:[\s\S]*gpu/],
   [["ask", "-q", job, "--gpu", "cuda", "--model-path", generatedModel(TINY), "--state", job], /--gpu cuda: no CUDA build of llama\.cpp can be loaded here/],
@@ -64,23 +63,43 @@ const cases: [string[], RegExp][] = [
   [["serve", "--max-queue", "0"], /--max-queue/],
   [["serve", "--alias", "jev-latest"], /--alias takes NAME=MODEL, such as jev-latest=default/],
   [["keys", "create", "--account", ""], /--account takes a name/],
+  // A file a flag names (--gold, --compare, --job) is a mistake in the invocation when missing: 2, never 6.
   [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv")], /cannot read gold/],
+  [["thresholds", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "--target-accuracy", "0.9"], /cannot read gold/],
+  [["calibrate", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "-o", join(dir, "c.json")], /cannot read gold/],
+  [["report", join(dir, "answers.jsonl"), "--compare", join(dir, "missing.jsonl"), "-o", join(dir, "r.html")], /cannot read answers .*missing\.jsonl/],
+  [["run", data, "--job", join(dir, "missing.json")], /cannot read job file/],
+  [["ask", "-q", join(dir, "missing.json"), "--state", job], /no such file/],
   [["assess", join(dir, "answers.jsonl"), "--gold", data, "--bootstrap", "-1"], /--bootstrap takes a whole number from 0/],
   [["assess", join(dir, "answers.jsonl"), "--gold", data, "--fail-if", "nonsense"], /--fail-if: cannot read "nonsense"/],
   [["calibrate", join(dir, "answers.jsonl"), "-o", join(dir, "c.json")], /fits on gold labels: pass --gold/],
   [["calibrate", join(dir, "answers.jsonl"), "--gold", data, "-o", join(dir, "c.json"), "--folds", "1"], /--folds takes a whole number from 2 to 100/],
   [["thresholds", join(dir, "answers.jsonl"), "--gold", data, "--target-accuracy", "0"], /--target-accuracy takes a number above 0/],
-  [["report", join(dir, "missing.jsonl")], /cannot read answers/],
   [["models", "pull", "no-such-model"], /unknown model "no-such-model"/],
-  [["validate", join(dir, "missing.json")], /no such file/],
 ];
 
 describe("bad arguments", () => {
-  it("an absent input exits 6 (a scheduler maps it to skipped), with one line", async () => {
-    for (const command of ["estimate", "run"]) {
-      const r = await runInProcess([command, join(dir, "missing.jsonl"), "--job", job], env, { cwd: dir });
-      expect(r.stderr).toMatch(/cannot read input .*missing\.jsonl: ENOENT/);
-      expect(r.code).toBe(6);
+  it("an absent primary input exits 6 for every command (a scheduler maps it to skipped), in one line", async () => {
+    const missing = join(dir, "missing.jsonl");
+    const absent: [string[], RegExp][] = [
+      [["estimate", missing, "--job", job], /cannot read input .*missing\.jsonl: ENOENT/],
+      [["run", missing, "--job", job], /cannot read input .*missing\.jsonl: ENOENT/],
+      [["assess", missing, "--gold", data], /cannot read answers .*missing\.jsonl/],
+      [["thresholds", missing, "--gold", data, "--target-accuracy", "0.9"], /cannot read answers .*missing\.jsonl/],
+      [["calibrate", missing, "--gold", data, "-o", join(dir, "c.json")], /cannot read answers .*missing\.jsonl/],
+      [["report", missing, "-o", join(dir, "r.html")], /cannot read answers .*missing\.jsonl/],
+      [["labelstudio", "export", missing, "--job", job, "-o", join(dir, "t.json")], /cannot read answers .*missing\.jsonl/],
+      [["labelstudio", "import", missing, "--job", job, "-o", join(dir, "g.csv")], /no such Label Studio export/],
+      [["usage", missing], /no such usage summary/],
+      [["validate", missing], /no such request file/],
+      [["ask", "-q", job, "--state", missing], /no such state file/],
+    ];
+    for (const [args, message] of absent) {
+      const r = await runInProcess(args, env, { cwd: dir });
+      expect(r.stderr, args.join(" ")).toMatch(message);
+      expect(r.code, `${args.join(" ")}\n${r.stderr}`).toBe(6);
+      // One line; `run`'s verdict adds its second (what is kept, what to do next).
+      expect(r.stderr.trimEnd().split("\n")).toHaveLength(args[0] === "run" ? 2 : 1);
       expect(r.stderr).not.toMatch(/\n\s+at /);
     }
   }, 60_000);

@@ -46,7 +46,7 @@ describe("typed-eval CLI", () => {
   it("validate: a file that is not JSON is a clear error, exit 2", () => {
     const { code, stderr } = run(["validate"], "{not json");
     expect(code).toBe(2);
-    expect(stderr).toMatch(/^stdin: .*JSON/);
+    expect(stderr).toMatch(/^typed-eval: stdin: .*JSON/);
   });
 
   it("openapi prints a parseable OpenAPI 3.1 document", () => {

@@ -99,7 +99,7 @@ describe("duration flags on the command line", () => {
     }
     const bad = await runInProcess(["run", missing, "--job", job], { TYPED_EVAL_STORAGE_RETRY: "soon" }, { cwd: dir });
     expect(bad.stderr).toBe(
-      'typed-eval: --storage-retry takes a duration, such as 500ms, 30s, 2m or 1h (a bare number is seconds), not "soon" (from $TYPED_EVAL_STORAGE_RETRY)\n',
+      'typed-eval: $TYPED_EVAL_STORAGE_RETRY takes a duration such as 120s, 2m, 500ms or a bare number of seconds, not "soon": set it to one, or unset it for the default (120s)\n',
     );
     expect(bad.code).toBe(2);
   });

@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { Dedup, Lru } from "../../src/runner/state/dedup.js";
 import { acquireLock, LockedError } from "../../src/runner/state/lock.js";
 import { forEachBounded, type LoopHooks } from "../../src/runner/send/loop.js";
-import { FailureWatch, statusOf } from "../../src/runner/output/summary.js";
+import { RecordWatch } from "../../src/runner/send/watch.js";
+import { AllFailedError, decide, EndpointAbort, type RunFacts } from "../../src/api/verdict.js";
 import { answer } from "../support/fake-evaluator.js";
 
 async function* numbers(n: number, onRead?: (i: number) => void): AsyncGenerator<number> {
@@ -17,17 +18,15 @@ async function* numbers(n: number, onRead?: (i: number) => void): AsyncGenerator
   }
 }
 
-const hooks = (over: Partial<LoopHooks> = {}): LoopHooks => ({
-  onTaskError: () => undefined,
-  onSourceError: () => undefined,
-  onGraceOver: () => undefined,
-  halted: () => false,
-  ...over,
-});
 const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The loop's hooks around a task per item; `halt` may be aborted by the test. */
+function hooks<T>(task: (item: T) => Promise<void>, over: Partial<LoopHooks<T>> = {}): LoopHooks<T> {
+  return { halt: new AbortController().signal, take: (item) => () => task(item), onTaskError: () => undefined, onSourceError: () => undefined, ...over };
+}
+
 describe("forEachBounded", () => {
-  it("runs at most `concurrency` at once and reads at most 2 x concurrency ahead", async () => {
+  it("runs at most `concurrency` at once, reads at most 2 x concurrency ahead, and records the input's end", async () => {
     let read = 0;
     let running = 0;
     let most = 0;
@@ -36,74 +35,72 @@ describe("forEachBounded", () => {
     const end = await forEachBounded(
       numbers(200, () => read++),
       4,
-      async () => {
+      hooks(async () => {
         most = Math.max(most, ++running);
         mostAhead = Math.max(mostAhead, read - finished);
         await tick(1);
         running--;
         finished++;
-      },
-      hooks(),
+      }),
     );
-    expect(end).toBe("done");
+    expect(end).toEqual({ inputEnded: true });
     expect(finished).toBe(200);
     expect(most).toBe(4);
     expect(mostAhead).toBeLessThanOrEqual(9);
   });
 
-  it("on a stop takes no new record, lets those in hand finish, and reports stopped", async () => {
-    const stop = new AbortController();
+  it("a halt reads no more and starts nothing queued; the tasks running are left to finish; the input's end is not reached", async () => {
+    const halt = new AbortController();
+    const taken: number[] = [];
     const started: number[] = [];
     const done: number[] = [];
-    const end = await forEachBounded(
-      numbers(1000),
-      3,
-      async (i) => {
-        started.push(i);
-        if (i === 5) stop.abort();
-        await tick(20);
-        done.push(i);
+    const end = await forEachBounded(numbers(1000), 3, {
+      ...hooks(async () => undefined),
+      halt: halt.signal,
+      take: (i) => {
+        taken.push(i);
+        return async () => {
+          started.push(i);
+          if (i === 5) halt.abort();
+          await tick(20);
+          done.push(i);
+        };
       },
-      hooks({ stop: stop.signal, graceMs: 5000 }),
-    );
-    expect(end).toBe("stopped");
+    });
+    expect(end).toEqual({ inputEnded: false });
     expect(started.length).toBeLessThan(12);
+    // Taken but never started: the records a stop leaves without a result (the run is then not done).
+    expect(taken.length).toBeGreaterThan(started.length);
     expect(done.sort((a, b) => a - b)).toEqual(started.sort((a, b) => a - b));
   });
 
-  it("calls onGraceOver when what is in hand outlasts the grace period", async () => {
-    const stop = new AbortController();
-    let graceOver = false;
-    const release = new AbortController();
-    const end = await forEachBounded(
-      numbers(10),
-      2,
-      async (i) => {
-        if (i === 0) stop.abort();
-        await new Promise((resolve) => release.signal.addEventListener("abort", resolve));
-      },
-      hooks({
-        stop: stop.signal,
-        graceMs: 50,
-        onGraceOver: () => {
-          graceOver = true;
-          release.abort();
-        },
+  it("the input's end reached with queued tasks, then a halt: the end is recorded, and the queued tasks never start", async () => {
+    const halt = new AbortController();
+    const started: number[] = [];
+    const end = await forEachBounded(numbers(6), 4, {
+      ...hooks(async (i: number) => {
+        started.push(i);
+        if (i === 0) setTimeout(() => halt.abort(), 5);
+        await tick(20);
       }),
-    );
-    expect(end).toBe("stopped");
-    expect(graceOver).toBe(true);
+      halt: halt.signal,
+    });
+    expect(end).toEqual({ inputEnded: true });
+    expect(started).toEqual([0, 1, 2, 3]);
   });
 
-  it("a failing input is reported before the tasks in hand are awaited, then thrown", async () => {
+  it("a failing input is reported before the tasks in hand settle", async () => {
     async function* broken(): AsyncGenerator<number> {
       yield 1;
       throw new Error("bad gzip");
     }
     const calls: string[] = [];
-    await expect(forEachBounded(broken(), 2, async () => void calls.push("task"), hooks({ onSourceError: () => void calls.push("source") }))).rejects.toThrow(
-      "bad gzip",
+    const end = await forEachBounded(
+      broken(),
+      2,
+      hooks(async () => void calls.push("task"), { onSourceError: () => void calls.push("source") }),
     );
+    expect(end).toEqual({ inputEnded: false });
     expect(calls).toContain("source");
   });
 });
@@ -188,33 +185,62 @@ describe("Dedup", () => {
 });
 
 describe("how a run ends", () => {
-  it("statusOf: no input, all failed, failures above the rate, done", () => {
-    expect(statusOf(0, { answered: 0, failed: 0 }, 0)).toBe("no-input");
-    expect(statusOf(5, { answered: 0, failed: 5 }, 1)).toBe("all-failed");
-    expect(statusOf(100, { answered: 98, failed: 2 }, 0.01)).toBe("failures");
-    expect(statusOf(100, { answered: 99, failed: 1 }, 0.01)).toBe("done");
-    expect(statusOf(100, { answered: 100, failed: 0 }, 0)).toBe("done");
-    expect(statusOf(3, { answered: 3, failed: 0 }, 0)).toBe("done");
+  const facts = (over: Partial<RunFacts>): RunFacts => ({ inputEnded: true, records: 100, otherShards: 0, unfinished: 0, maxErrorRate: 0, ...over });
+
+  it("decide: done only at the input's end with every record's result and the outputs written; otherwise its own verdict", () => {
+    const written = (answered: number, failed: number) => ({ written: { answered, failed } });
+    expect(decide(facts({ records: 0 })).verdict).toBe("no-input");
+    // Every record of the input left to other shards: an empty output, done.
+    expect(decide(facts({ records: 0, otherShards: 3, ...written(0, 0) })).verdict).toBe("done");
+    expect(decide(facts({ records: 5, ...written(0, 5), maxErrorRate: 1 })).verdict).toBe("all-failed");
+    expect(decide(facts({ ...written(98, 2), maxErrorRate: 0.01 })).verdict).toBe("failures");
+    expect(decide(facts({ ...written(99, 1), maxErrorRate: 0.01 })).verdict).toBe("done");
+    expect(decide(facts({ ...written(100, 0) })).verdict).toBe("done");
+    // Counters cannot make a done: the input's end not reached, a record without a result, outputs not written.
+    expect(decide(facts({ inputEnded: false, ...written(100, 0) })).verdict).toBe("internal-error");
+    expect(decide(facts({ unfinished: 8, ...written(92, 0) })).verdict).toBe("internal-error");
+    expect(decide(facts({})).verdict).toBe("internal-error");
+    // A stop is a stop, whatever was finished.
+    expect(decide(facts({ ended: { verdict: "stopped", reason: "SIGTERM" }, ...written(100, 0) })).verdict).toBe("stopped");
   });
 
-  it("FailureWatch stops when the first records all fail alike, not when they differ or one succeeds", () => {
-    const same = new FailureWatch(5);
-    const reasons = [1, 2, 3, 4, 5].map((i) => same.failed(0, "invalid_record", `line ${i}: record has no state field "text"`));
+  it("RecordWatch stops when the first records all fail alike, not when they differ or one succeeds", () => {
+    const failing = (watch: RecordWatch, ...args: Parameters<RecordWatch["failed"]>) => {
+      try {
+        watch.failed(...args);
+        return undefined;
+      } catch (error) {
+        return error as Error;
+      }
+    };
+    const same = new RecordWatch(5, 50);
+    const reasons = [1, 2, 3, 4, 5].map((i) => failing(same, 0, "invalid_record", `line ${i}: record has no state field "text"`, false));
     expect(reasons.slice(0, 4)).toEqual([undefined, undefined, undefined, undefined]);
-    expect(reasons[4]).toMatch(/first 5 records all failed.*no state field "text"/);
+    expect(reasons[4]).toBeInstanceOf(AllFailedError);
+    expect(reasons[4]?.message).toMatch(/first 5 records all failed.*no state field "text"/);
 
-    const mixed = new FailureWatch(3);
-    mixed.failed(0, "invalid_record", "line 1: record has no id field");
-    expect(mixed.failed(422, "validation_error", "line 2: too long")).toBeUndefined();
-    expect(mixed.failed(0, "invalid_record", "line 3: record has no id field")).toBeUndefined();
+    const mixed = new RecordWatch(3, 50);
+    mixed.failed(0, "invalid_record", "line 1: record has no id field", false);
+    expect(failing(mixed, 422, "validation_error", "line 2: too long", true)).toBeUndefined();
+    expect(failing(mixed, 0, "invalid_record", "line 3: record has no id field", false)).toBeUndefined();
 
-    const answered = new FailureWatch(2);
+    const answered = new RecordWatch(2, 50);
     answered.answered();
-    expect([answered.failed(0, "invalid_record", "x"), answered.failed(0, "invalid_record", "x")]).toEqual([undefined, undefined]);
+    expect([failing(answered, 0, "invalid_record", "x", false), failing(answered, 0, "invalid_record", "x", false)]).toEqual([undefined, undefined]);
+  });
 
-    // The endpoint's failures are the in-a-row abort's business (resumable), not this one's.
-    const endpoint = new FailureWatch(2);
-    expect([endpoint.failed(503, "upstream_error", "down"), endpoint.failed(503, "upstream_error", "down")]).toEqual([undefined, undefined]);
+  it("RecordWatch aborts when the endpoint fails sent records in a row (429 and 5xx alike), never for copies or records' own faults", () => {
+    const watch = new RecordWatch(20, 3);
+    watch.failed(503, "upstream_error", "down", true);
+    watch.failed(429, "rate_limit_error", "slow down", true);
+    // A copy of a failed request, or an unusable record, is not the endpoint failing again.
+    watch.failed(503, "upstream_error", "down", false);
+    watch.failed(0, "invalid_record", "no state", false);
+    expect(() => watch.failed(500, "internal_error", "boom", true)).toThrow(EndpointAbort);
+    const reset = new RecordWatch(20, 2);
+    reset.failed(503, "upstream_error", "down", true);
+    reset.answered();
+    expect(() => reset.failed(503, "upstream_error", "down", true)).not.toThrow();
   });
 });
 

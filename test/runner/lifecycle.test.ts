@@ -9,7 +9,6 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { UpstreamUnavailableError } from "../../src/api/errors.js";
 import { createLogger } from "../../src/logging/logger.js";
@@ -20,12 +19,13 @@ import { Journal } from "../../src/runner/state/journal.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
 import { VERDICTS } from "../../src/api/verdict.js";
 import { runInProcess } from "../support/cli.js";
-import { FakeEvaluator } from "../support/fake-evaluator.js";
+import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
+import { canMountTmpfs, lifecycleRequest } from "../support/lifecycle.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-lifecycle-"));
 const jobFile = join(dir, "job.json");
 writeFileSync(jobFile, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
-const logger = createLogger({ level: "silent" });
+const _logger = createLogger({ level: "silent" });
 const N = 40;
 
 function input(name: string, n = N): string {
@@ -35,21 +35,7 @@ function input(name: string, n = N): string {
 }
 
 function request(data: string, output: string, evaluator: FakeEvaluator, over: Partial<RunRequest> = {}): RunRequest {
-  return {
-    settings: { input: data, jobFile, model: "default", apiKeyEnv: "TYPED_EVAL_API_KEY", timeoutSeconds: 5, seed: 1, concurrency: 4 },
-    places: { output, summaryJson: `${output}.summary.json` },
-    shaping: { forceCalibration: false, auditSeed: 1, csvBom: false },
-    rpm: 1e9,
-    tps: 1e12,
-    maxRetries: 0,
-    maxFailuresInARow: 5,
-    maxErrorRate: 0,
-    graceMs: 1000,
-    journalFlushMs: 1000,
-    logger,
-    openModel: async () => evaluator,
-    ...over,
-  };
+  return lifecycleRequest(data, jobFile, output, evaluator, { maxFailuresInARow: 5, ...over });
 }
 
 const ids = (path: string) =>
@@ -61,13 +47,13 @@ const summaryOf = (output: string) => JSON.parse(readFileSync(`${output}.summary
 
 /** A journal whose disk fills after `after` entries: every append then fails with ENOSPC, as a full disk does. */
 function fillingJournal(after: number): OpenJournal {
-  return async (path, inputId, keep) => {
-    const opened = await Journal.open(path, inputId, keep);
+  return async (path, options) => {
+    const opened = await Journal.open(path, options);
     let n = 0;
     const journal = {
       append: (entry: Parameters<Journal["append"]>[0]) => {
         if (++n > after) throw Object.assign(new Error(`ENOSPC: no space left on device, write`), { code: "ENOSPC", path });
-        opened.journal.append(entry);
+        return opened.journal.append(entry);
       },
       close: () => opened.journal.close(),
     };
@@ -80,17 +66,14 @@ function refusingTarget(location: string): OutputTarget {
   if (!location.endsWith(".out.jsonl")) return targetOf(location);
   return {
     describe: location,
-    open: () => {
+    open: () => ({
       // The rows go somewhere; the rename into the folder (made read-only meanwhile) is refused.
-      const stream = new Writable({ write: (_chunk, _encoding, done) => done() });
-      return {
-        stream,
-        commit: async () => {
-          throw Object.assign(new Error(`EACCES: permission denied, rename '${location}.partial'`), { code: "EACCES", path: location });
-        },
-        abort: async () => undefined,
-      };
-    },
+      write: async () => undefined,
+      commit: async () => {
+        throw Object.assign(new Error(`EACCES: permission denied, rename '${location}.partial'`), { code: "EACCES", path: location });
+      },
+      abort: async () => undefined,
+    }),
   };
 }
 
@@ -104,14 +87,7 @@ async function rerunCompletes(name: string, data: string, output: string): Promi
   return evaluator;
 }
 
-/** Whether this process may mount a tmpfs (root on Linux): the real disk-full case runs only then. */
-function canMount(): boolean {
-  if (process.platform !== "linux" || process.getuid?.() !== 0) return false;
-  const probe = mkdtempSync(join(tmpdir(), "te-mount-"));
-  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe]).status === 0;
-  if (ok) spawnSync("umount", [probe]);
-  return ok;
-}
+const canMount = canMountTmpfs;
 
 describe("run lifecycle verdicts", () => {
   it.runIf(canMount())("storage-unavailable (exit 9) on a real full disk (a 64 KiB tmpfs); once space is freed the rerun completes", async () => {
@@ -141,6 +117,47 @@ describe("run lifecycle verdicts", () => {
       spawnSync("umount", [disk]);
     }
   });
+
+  it.runIf(canMount())(
+    "a disk that fills before the final write (a 64 KiB tmpfs): exit 9, never done with an empty file in place; the rerun asks nothing",
+    async () => {
+      const disk = mkdtempSync(join(tmpdir(), "te-fills-"));
+      expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", disk]).status).toBe(0);
+      try {
+        const data = input("u", 30);
+        const output = join(disk, "u.out.jsonl");
+        const summaryJson = join(disk, "u.summary.json");
+        const journal = join(dir, "u.journal");
+        const filler = join(disk, "filler");
+        // The disk has room at the check; something else fills it while the records are answered.
+        const filling = new FakeEvaluator((r, call) => {
+          if (call === 5) {
+            try {
+              for (let i = 0; i < 64; i++) writeFileSync(filler, Buffer.alloc(4096), { flag: "a" });
+            } catch {
+              // Full.
+            }
+          }
+          return answer(r);
+        });
+        const end = await runLifecycle(request(data, output, filling, { places: { output, summaryJson, journal } }));
+        expect(end.verdict).toBe("storage-unavailable");
+        expect(VERDICTS[end.verdict].exit()).toBe(9);
+        expect(end.reason).toMatch(/no space left/);
+        expect(existsSync(output)).toBe(false);
+        expect(existsSync(`${output}.partial`)).toBe(false);
+        spawnSync("rm", ["-f", filler]);
+        const rerun = new FakeEvaluator();
+        const again = await runLifecycle(request(data, output, rerun, { places: { output, summaryJson, journal } }));
+        expect(again.verdict).toBe("done");
+        expect(rerun.calls).toHaveLength(0);
+        expect(ids(output)).toHaveLength(30);
+        expect(JSON.parse(readFileSync(summaryJson, "utf8"))).toMatchObject({ verdict: "done" });
+      } finally {
+        spawnSync("umount", [disk]);
+      }
+    },
+  );
 
   it("done: every id once, the summary says done", async () => {
     const data = input("a");

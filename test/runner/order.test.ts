@@ -8,7 +8,7 @@ import type { SystemOneRequest } from "../../src/api/schema.js";
 import { createLogger } from "../../src/logging/logger.js";
 import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
-import { localTarget, writeOutputs } from "../../src/runner/output/outputs.js";
+import { localTarget } from "../../src/runner/output/outputs.js";
 import { runJob, type RunOptions } from "../../src/runner/run.js";
 import { openLocalSource } from "../../src/records/sources.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
@@ -118,7 +118,7 @@ describe("output order", () => {
     expect(readErrors("resume-split")).toBe(readErrors("resume-whole"));
   });
 
-  it("dedup copies name their original by id and carry its label mass; old journals' seq numbers read as ids", async () => {
+  it("dedup copies name their original by id and carry its label mass", async () => {
     const data = writeInput("copies");
     await runJob(
       options(
@@ -138,32 +138,6 @@ describe("output order", () => {
       expect(c.label_mass).toEqual(rows.find((r) => r.id === "r5")?.label_mass);
       expect(c.usage.input_tokens).toBe(0);
     }
-    // A journal written before ids: dedup_of is the original's seq.
-    const journal = join(dir, "old.journal");
-    const entry = (seq: number, id: string, extra: object) =>
-      JSON.stringify({
-        k: "answer",
-        seq,
-        line: seq + 1,
-        source: "old.jsonl",
-        id,
-        h: "0".repeat(16),
-        model: "m-1.0.0",
-        answers: {},
-        usage: { input_tokens: 0, output_tokens: 0 },
-        ...extra,
-      });
-    writeFileSync(journal, `${[entry(1, "b", { dedup_of: 0 }), entry(0, "a", {}), entry(2, "c", { dedup_of: 0 })].join("\n")}\n`);
-    const out = join(dir, "old.out.jsonl");
-    const counts = await writeOutputs(journal, job, { target: localTarget(out), format: "jsonl" }, localTarget(`${out}.errors`));
-    expect(counts.deduplicated).toBe(2);
-    expect(ids(readFileSync(out, "utf8"))).toEqual(["a", "b", "c"]);
-    expect(
-      readFileSync(out, "utf8")
-        .split("\n")
-        .filter(Boolean)
-        .map((l) => (JSON.parse(l) as { dedup_of?: string }).dedup_of),
-    ).toEqual([undefined, "a", "a"]);
   });
 });
 

@@ -3,8 +3,8 @@
  * implementation: it writes the inputs our reader reads (nested types,
  * ZSTD, several row groups), and reads the outputs our writer writes.
  */
-import { createWriteStream, mkdtempSync, readFileSync, statSync, truncateSync, copyFileSync } from "node:fs";
-import { PassThrough, Readable } from "node:stream";
+import { mkdtempSync, readFileSync, statSync, truncateSync, copyFileSync } from "node:fs";
+import { Readable } from "node:stream";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
@@ -13,7 +13,8 @@ import { createLogger } from "../../src/logging/logger.js";
 import { flatColumns, type OutputRow } from "../../src/runner/output/columns.js";
 import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
-import { localTarget, streamWriter, writeOutputs } from "../../src/runner/output/outputs.js";
+import { localTarget, sinkWriter } from "../../src/runner/output/outputs.js";
+import { partialFile } from "../../src/runner/output/targets.js";
 import { localRanges, parquetItems, plainValue } from "../../src/records/parquet.js";
 import { ParquetEncoder } from "../../src/runner/output/parquet.js";
 import { runJob } from "../../src/runner/run.js";
@@ -174,10 +175,23 @@ describe("Parquet output", () => {
     });
     expect(result.status).toBe("done");
     const csv = join(dir, "answers.csv");
-    await writeOutputs(`${out}.journal`, job, { target: localTarget(csv), format: "csv" }, localTarget(join(dir, "e.jsonl")), {
-      calibration: "batch",
-      forceBatch: true,
+    // The same journal written as CSV: a rerun of the same input and job, every record resumed, nothing asked.
+    const again = new FakeEvaluator();
+    const rerun = await runJob({
+      job,
+      source: openLocalSource(data, "jsonl"),
+      evaluator: again,
+      journalPath: `${out}.journal`,
+      answers: { target: localTarget(csv), format: "csv" },
+      errors: localTarget(join(dir, "e.jsonl")),
+      output: { calibration: "batch", forceBatch: true },
+      limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),
+      concurrency: 4,
+      pricePerMillion: 1,
+      logger: createLogger({ level: "silent" }),
     });
+    expect(rerun.verdict).toBe("done");
+    expect(again.calls).toHaveLength(0);
 
     const types = Object.fromEntries((await query(`DESCRIBE SELECT * FROM '${out}'`)).map((r) => [r["column_name"], r["column_type"]]));
     expect(types).toMatchObject({
@@ -245,18 +259,14 @@ describe("Parquet output", () => {
       answers: { ok: { type: "noul", noul: i / 2500 } },
     });
     const path = join(dir, "groups.parquet");
-    const stream = new PassThrough();
+    const file = partialFile(path);
     let shipped = 0;
-    stream.on("data", (chunk: Buffer) => (shipped += chunk.length));
-    const file = createWriteStream(path);
-    stream.pipe(file);
-    const writer = streamWriter(stream, new ParquetEncoder(columns, 1000));
+    const writer = sinkWriter({ write: (chunk) => ((shipped += chunk.length), file.write(chunk)) }, new ParquetEncoder(columns, 1000));
     for (let i = 0; i < 2500; i++) await writer.row(row(i));
     const beforeEnd = shipped;
     await writer.end();
-    stream.end();
-    await new Promise<void>((resolve) => file.on("close", () => resolve()));
-    // Two full row groups had gone to the stream before the end: the writer holds one group, not the file.
+    await file.commit();
+    // Two full row groups had gone to the file before the end: the writer holds one group, not the file.
     expect(beforeEnd).toBeGreaterThan(0);
     expect(await query(`SELECT count(*) AS n, sum("ok.noul") AS s, max(input_tokens) AS t FROM '${path}'`)).toEqual([
       { n: 2500, s: expect.closeTo(((2499 * 2500) / 2 / 2500) as number, 9), t: 2499 },
@@ -264,10 +274,9 @@ describe("Parquet output", () => {
     expect(await query(`SELECT count(DISTINCT row_group_id) AS g FROM parquet_metadata('${path}')`)).toEqual([{ g: 3 }]);
 
     const empty = join(dir, "empty.parquet");
-    const out = createWriteStream(empty);
-    const none = streamWriter(out, new ParquetEncoder(columns));
-    await none.end();
-    await new Promise<void>((resolve) => out.end(resolve));
+    const out = partialFile(empty);
+    await sinkWriter(out, new ParquetEncoder(columns)).end();
+    await out.commit();
     expect(await query(`SELECT count(*) AS n FROM '${empty}'`)).toEqual([{ n: 0 }]);
     expect((await query(`DESCRIBE SELECT * FROM '${empty}'`)).map((r) => r["column_name"])).toEqual(columns.map((c) => c.name));
     // And our reader reads it as an empty input, its progress at the file's size.

@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AuthenticationError, OverloadedError, RateLimitError, UnprocessableEntityError, UpstreamError } from "../../src/api/errors.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
-import { AbortRun, Sender } from "../../src/runner/send/send.js";
+import { Sender } from "../../src/runner/send/send.js";
+import { EndpointAbort } from "../../src/api/verdict.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
 const request: SystemOneRequest = { model: "default", state: "a ticket", questions: { ok: { type: "noul" } } };
@@ -46,7 +47,7 @@ describe("Sender", () => {
       throw new AuthenticationError("bad key");
     });
     const sender = new Sender({ evaluator, limiter: limiter(), maxRetries: 5, signal: new AbortController().signal });
-    await expect(sender.send(request, 1)).rejects.toBeInstanceOf(AbortRun);
+    await expect(sender.send(request, 1)).rejects.toBeInstanceOf(EndpointAbort);
   });
 
   it("a 429 that says how long holds every request; a 529 delays only its own", async () => {

@@ -1,17 +1,10 @@
 /** The one storage retry policy: what is retried, for how long, and what ends as the storage verdict. */
 import { afterEach, describe, expect, it } from "vitest";
-import { checkFailure } from "../../src/runner/check.js";
-import {
-  endStorageRetries,
-  isTransient,
-  S3SetupError,
-  setStorageRetry,
-  STORAGE_RETRY_MS,
-  storageCall,
-  storageRetryMsFrom,
-  withStorageStop,
-} from "../../src/records/s3.js";
-import { isStorageFailure, StorageError } from "../../src/api/verdict.js";
+import { ConfigError, env } from "../../src/api/env.js";
+import { endStorageRetries, isTransient, S3SetupError, setStorageRetry, STORAGE_RETRY_MS, storageCall, withStorageStop } from "../../src/records/s3.js";
+import { classify, isStorageFailure, StorageError } from "../../src/api/verdict.js";
+
+const checkFailure = (e: unknown) => classify(e, "check");
 
 const http = (status: number, name = "Error") => Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
 const net = (code: string) => Object.assign(new Error(code), { code });
@@ -20,13 +13,16 @@ afterEach(() => setStorageRetry(STORAGE_RETRY_MS / 1000));
 
 describe("storage retries", () => {
   it("read $TYPED_EVAL_STORAGE_RETRY as the CLI does, for every command: units, a bare number in seconds, 0", () => {
-    expect(storageRetryMsFrom("2m")).toBe(120_000);
-    expect(storageRetryMsFrom("90")).toBe(90_000);
-    expect(storageRetryMsFrom("500ms")).toBe(500);
-    expect(storageRetryMsFrom("0")).toBe(0);
-    expect(storageRetryMsFrom(undefined)).toBe(STORAGE_RETRY_MS);
-    expect(storageRetryMsFrom("")).toBe(STORAGE_RETRY_MS);
-    expect(storageRetryMsFrom("soon")).toBe(STORAGE_RETRY_MS);
+    const retry = (text: string | undefined) => env("TYPED_EVAL_STORAGE_RETRY", { TYPED_EVAL_STORAGE_RETRY: text }) * 1000;
+    expect(retry("2m")).toBe(120_000);
+    expect(retry("90")).toBe(90_000);
+    expect(retry("500ms")).toBe(500);
+    expect(retry("0")).toBe(0);
+    expect(retry(undefined)).toBe(STORAGE_RETRY_MS);
+    expect(retry("")).toBe(STORAGE_RETRY_MS);
+    // Not quietly the default: a malformed value names the variable.
+    expect(() => retry("soon")).toThrow(ConfigError);
+    expect(() => retry("soon")).toThrow(/^\$TYPED_EVAL_STORAGE_RETRY takes a duration/);
   });
 
   it("classifies 5xx, 408, 429, resets, refusals and timeouts as transient; 403, 404, 412 and 501 not", () => {

@@ -54,7 +54,8 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
     code = Number(process.exitCode ?? 0);
   } catch (error) {
     const ending = endingOf(error);
-    err.push(`${ending.text}\n`);
+    // A command that already said how it ended (a run's verdict line) leaves the boundary nothing to print.
+    if (ending.text) err.push(`${ending.text}\n`);
     code = ending.code;
   } finally {
     process.stdout.write = writes.stdout;

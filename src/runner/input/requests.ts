@@ -116,12 +116,16 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
 
 /** FNV-1a of a string to [0, 1): the audit sample depends only on the seed and the record, never on order or resumption. */
 export function unitHash(text: string): number {
+  return mixedHash(text) / 4294967296;
+}
+
+/** FNV-1a of a string with one more avalanche round (FNV's low bits mix poorly for short, similar keys), unsigned 32-bit. */
+export function mixedHash(text: string): number {
   let h = fnv1a(text);
-  // One more avalanche round: FNV's low bits mix poorly for short, similar keys.
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
-  return (h >>> 0) / 4294967296;
+  return h >>> 0;
 }

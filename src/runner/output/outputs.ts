@@ -1,19 +1,17 @@
 /**
- * Outputs, written from the journal once a run's records are done: answers
- * as JSONL, CSV or Parquet, failed records as JSONL, both to a path, stdout or S3.
- * Each record appears once (its latest entry wins), in input order whatever
- * the order records finished in (the same input gives the same file), and files are written
- * under a temporary name and renamed, so a crash never leaves an output that
- * looks complete.
+ * Outputs, written once a run's records are done: answers as JSONL, CSV or
+ * Parquet, failed records as JSONL, both to a path, stdout or S3. They hold
+ * exactly the current input's records (ordered.ts), in input order whatever
+ * the order records finished in (the same input gives the same file), and
+ * every write is checked (targets.ts): a crash, a full disk or a stop never
+ * leaves an output that looks complete.
  */
-import { createWriteStream, renameSync, rmSync } from "node:fs";
-import type { Writable } from "node:stream";
 import { stringify } from "csv-stringify/sync";
 import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../../records/job.js";
-import type { ErrorEntry } from "../state/journal.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
-import { OrderedJournal } from "./ordered.js";
+import type { OrderedRecords, RecordEntry } from "./ordered.js";
+import type { OutputTarget, Sink } from "./targets.js";
 import { calibrateAnswers, type CalibrationMaps } from "../../calibration/apply.js";
 import type { Answer } from "../../api/schema.js";
 import { ParquetEncoder } from "./parquet.js";
@@ -24,45 +22,7 @@ import { PriorEstimate, refuseFlattening } from "../../calibration/label-free.js
 /** Formats answers can be written in (inputs have their own list in sources.ts). */
 export type OutputFormat = "jsonl" | "csv" | "parquet";
 
-/** Where an output goes: stdout, a path, or anything else that yields a stream (S3). */
-export interface OutputTarget {
-  /** A writable for the output; `commit` makes it final, `abort` discards it. */
-  open(): { stream: Writable; commit(): Promise<void>; abort(): Promise<void> };
-  describe: string;
-}
-
-/** A local path (written as `<path>.partial`, renamed on success) or stdout for "-". */
-export function localTarget(location: string): OutputTarget {
-  if (location === "-") {
-    return {
-      describe: "stdout",
-      open: () => ({ stream: process.stdout, commit: async () => undefined, abort: async () => undefined }),
-    };
-  }
-  return {
-    describe: location,
-    open: () => {
-      const partial = `${location}.partial`;
-      const stream = createWriteStream(partial);
-      const closed = () =>
-        new Promise<void>((resolve, reject) => {
-          stream.once("error", reject);
-          stream.end(() => resolve());
-        });
-      return {
-        stream,
-        commit: async () => {
-          await closed();
-          renameSync(partial, location);
-        },
-        abort: async () => {
-          await closed();
-          rmSync(partial, { force: true });
-        },
-      };
-    },
-  };
-}
+export { localTarget, type OutputTarget, type Sink } from "./targets.js";
 
 /**
  * One encoder per output format: what a row adds to the file (maybe nothing
@@ -74,18 +34,14 @@ export interface RowEncoder {
   end(): string | Uint8Array;
 }
 
-/** An encoder bound to its stream: rows in, then `end`; each waits while the stream is full. */
+/** An encoder bound to its sink: rows in, then `end`; each waits for the sink, and its errors reach the caller. */
 export interface RowWriter {
   row(r: OutputRow): Promise<void>;
   end(): Promise<void>;
 }
 
-async function write(stream: Writable, chunk: string | Uint8Array): Promise<void> {
-  if (chunk.length > 0 && !stream.write(chunk)) await new Promise<void>((resolve) => stream.once("drain", resolve));
-}
-
-export function streamWriter(stream: Writable, encoder: RowEncoder): RowWriter {
-  return { row: (r) => write(stream, encoder.row(r)), end: () => write(stream, encoder.end()) };
+export function sinkWriter(sink: Pick<Sink, "write">, encoder: RowEncoder): RowWriter {
+  return { row: (r) => sink.write(encoder.row(r)), end: () => sink.write(encoder.end()) };
 }
 
 /** A text format: a header (maybe empty) before the first row (or alone, for no rows), then one piece of text per row. */
@@ -162,8 +118,8 @@ export interface WrittenCounts {
   audit: number;
   /** The maps applied, when the run calibrated (batch calibration's are estimated here). */
   calibration?: CalibrationMaps;
-  /** The distinct models the written rows name (at most 8), in input order. */
-  models: string[];
+  /** Each model that answered a written row, with its count of rows, in the order they first appear. */
+  models: Record<string, number>;
   /** Ids that more than one row has (answered or failed), when any does. */
   duplicateIds?: DuplicateIds | undefined;
   /** Mean label distribution per question before and after calibration: how far it moved the labels. */
@@ -182,105 +138,152 @@ export interface OutputPolicy {
   csvBom?: boolean | undefined;
 }
 
-/** Writes the answers and errors outputs (and the review file) from a journal; returns what was written. */
-export async function writeOutputs(
-  journalPath: string,
-  job: Job,
-  answers: { target: OutputTarget; format: OutputFormat },
-  errors: OutputTarget,
-  policy: OutputPolicy = {},
-): Promise<WrittenCounts> {
-  // Kept fields journaled after a record's answer (the job's keep changed): only those records are held here.
-  const rekept = new Map<number, { offset: number; keep: Record<string, unknown> }>();
-  // The kinds of the kept fields, for Parquet's column types: from every value journaled (a superset of those written).
-  const kept = answers.format === "parquet" ? new KeptKindsOf(job.keep ?? []) : undefined;
-  // Pass 1: where each record's latest entry lies. Later passes read in input order, so the file does not depend on completion order.
-  const journal = await OrderedJournal.index(journalPath, (entry, offset) => {
-    if (entry.k === "answer") kept?.add(entry.keep);
-    else if (entry.k === "keep") {
-      rekept.set(entry.seq, { offset, keep: entry.keep });
-      kept?.add(entry.keep);
-    }
-  });
-  let maps: CalibrationMaps | undefined;
-  if (policy.calibration === "batch") {
-    // Batch calibration: the mean raw answer of the records this output holds (summed in input order: the same bits every run).
-    const prior = new PriorEstimate(job.questions);
-    for (const { entry } of journal.records()) if (entry.k === "answer") prior.add(entry.answers);
-    maps = prior.maps();
-    if (!policy.forceBatch) await refuseFlattening(job.questions, maps, prior, latestAnswers(journal));
-  } else maps = policy.calibration;
-  const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
-  const counts: WrittenCounts = {
-    answered: 0,
-    failed: 0,
-    deduplicated: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    review: 0,
-    audit: 0,
-    models: [],
-    ...(maps ? { calibration: maps } : {}),
-  };
-  const before = maps ? new PriorEstimate(job.questions) : undefined;
-  const after = maps ? new PriorEstimate(job.questions) : undefined;
-  const out = answers.target.open();
-  const err = errors.open();
-  const rev = policy.review?.target.open();
-  const duplicates = new DuplicateIdWatch();
-  const spec: WriterSpec = { job, shape, kept: kept?.kinds(), bom: policy.csvBom };
-  const writer = streamWriter(out.stream, encoderFor(answers.format, spec));
-  const reviewWriter = rev ? streamWriter(rev.stream, encoderFor(answers.format, { ...spec, shape: { ...shape, review: true } })) : undefined;
-  try {
-    for (const { entry, offset } of journal.records()) {
-      if (duplicates.see(entry.id, entry.line)) counts.duplicateIds = duplicates.result();
-      if (entry.k === "answer") {
-        const fresh = rekept.get(entry.seq);
-        if (fresh && fresh.offset > offset) entry.keep = fresh.keep;
-        // Journals before 0.x named the original by its seq: name it by its id, as new ones do.
-        if (typeof entry.dedup_of === "number") entry.dedup_of = journal.idOf(entry.dedup_of) ?? String(entry.dedup_of);
-        const row: OutputRow = { entry, answers: entry.answers };
-        if (maps) {
-          Object.assign(row, calibrateAnswers(maps, job.questions, entry.answers));
-          before?.add(entry.answers);
-          after?.add(row.answers);
-        }
-        await writer.row(row);
-        if (reviewWriter && policy.review) {
-          row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, auditKey(job, entry));
-          if (row.review.reasons.length > 0 || row.review.audit) {
-            await reviewWriter.row(row);
-            if (row.review.audit) counts.audit++;
-            else counts.review++;
-          }
-        }
-        counts.answered++;
-        if (counts.models.length < 8 && !counts.models.includes(entry.model)) counts.models.push(entry.model);
-        if (entry.dedup_of !== undefined) counts.deduplicated++;
-        counts.inputTokens += entry.usage.input_tokens;
-        counts.outputTokens += entry.usage.output_tokens;
-      } else {
-        const e: ErrorEntry = entry;
-        await write(err.stream, `${JSON.stringify({ line: e.line, source: e.source, id: e.id, status: e.status, type: e.type, message: e.message })}\n`);
-        counts.failed++;
-      }
-    }
-    await writer.end();
-    await reviewWriter?.end();
-    await out.commit();
-    await err.commit();
-    await rev?.commit();
-    if (before && after) counts.shares = { before: before.priors(), after: after.priors() };
-  } catch (error) {
-    await out.abort();
-    await err.abort();
-    await rev?.abort();
-    throw error;
-  }
-  return counts;
+/** Where the outputs go: the answers (in their format) and the failed records. */
+export interface OutputPlaces {
+  answers: { target: OutputTarget; format: OutputFormat };
+  errors: OutputTarget;
 }
 
-/** The answers of each record's latest answer entry, in input order. */
-async function* latestAnswers(journal: OrderedJournal): AsyncGenerator<Record<string, Answer>> {
-  for (const { entry } of journal.records()) if (entry.k === "answer") yield entry.answers;
+/** The outputs being written: a sink per output, its writer, and the counts so far. */
+interface Writing {
+  answers: Sink;
+  errors: Sink;
+  review: Sink | undefined;
+  rows: RowWriter;
+  reviewRows: RowWriter | undefined;
+  counts: WrittenCounts;
+  duplicates: DuplicateIdWatch;
+  before: PriorEstimate | undefined;
+  after: PriorEstimate | undefined;
+}
+
+/**
+ * Writes the answers and errors outputs (and the review file) for the
+ * current input's records, in input order; returns what was written. Every
+ * output is complete and checked before any is made final; a stop before
+ * that (`stop`) or any failed write discards them all.
+ */
+export async function writeOutputs(
+  records: OrderedRecords,
+  job: Job,
+  places: OutputPlaces,
+  policy: OutputPolicy = {},
+  stop?: AbortSignal,
+): Promise<WrittenCounts> {
+  const kept = places.answers.format === "parquet" && (job.keep ?? []).length > 0 ? keptKinds(records, job) : undefined;
+  const maps = await calibrationMaps(records, job, policy);
+  const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
+  const writing = openOutputs(places, policy, { job, shape, kept, bom: policy.csvBom }, maps);
+  try {
+    for (const entry of records.rows()) {
+      stop?.throwIfAborted();
+      await writeRow(writing, entry, job, maps, policy);
+    }
+    await writing.rows.end();
+    await writing.reviewRows?.end();
+    stop?.throwIfAborted();
+    await writing.answers.commit();
+    await writing.errors.commit();
+    await writing.review?.commit();
+  } catch (error) {
+    await Promise.allSettled([writing.answers.abort(), writing.errors.abort(), writing.review?.abort()]);
+    throw error;
+  }
+  if (writing.before && writing.after) writing.counts.shares = { before: writing.before.priors(), after: writing.after.priors() };
+  return writing.counts;
+}
+
+/** The kinds of the kept fields, for Parquet's column types: from every row the output holds. */
+function keptKinds(records: OrderedRecords, job: Job): KeptKinds {
+  const kinds = new KeptKindsOf(job.keep ?? []);
+  for (const entry of records.rows()) if (entry.k === "answer") kinds.add(entry.keep);
+  return kinds.kinds();
+}
+
+/** The calibration applied on the way out: a file's maps, or batch calibration's estimated from the rows (in input order: the same bits every run). */
+async function calibrationMaps(records: OrderedRecords, job: Job, policy: OutputPolicy): Promise<CalibrationMaps | undefined> {
+  if (policy.calibration !== "batch") return policy.calibration;
+  const prior = new PriorEstimate(job.questions);
+  for (const entry of records.rows()) if (entry.k === "answer") prior.add(entry.answers);
+  const maps = prior.maps();
+  if (!policy.forceBatch) await refuseFlattening(job.questions, maps, prior, latestAnswers(records));
+  return maps;
+}
+
+function openOutputs(places: OutputPlaces, policy: OutputPolicy, spec: WriterSpec, maps: CalibrationMaps | undefined): Writing {
+  const opened: Sink[] = [];
+  const open = (target: OutputTarget) => {
+    const sink = target.open();
+    opened.push(sink);
+    return sink;
+  };
+  try {
+    const answers = open(places.answers.target);
+    const errors = open(places.errors);
+    const review = policy.review ? open(policy.review.target) : undefined;
+    const reviewSpec = { ...spec, shape: { ...spec.shape, review: true } };
+    return {
+      answers,
+      errors,
+      review,
+      rows: sinkWriter(answers, encoderFor(places.answers.format, spec)),
+      reviewRows: review ? sinkWriter(review, encoderFor(places.answers.format, reviewSpec)) : undefined,
+      counts: {
+        answered: 0,
+        failed: 0,
+        deduplicated: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+        review: 0,
+        audit: 0,
+        models: {},
+        ...(maps ? { calibration: maps } : {}),
+      },
+      duplicates: new DuplicateIdWatch(),
+      before: maps ? new PriorEstimate(spec.job.questions) : undefined,
+      after: maps ? new PriorEstimate(spec.job.questions) : undefined,
+    };
+  } catch (error) {
+    // One output could not be opened: the others opened before it are discarded.
+    for (const sink of opened) void sink.abort().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** One record's row: an answer to the answers (and the review file when it is routed there), an error to the errors output. */
+async function writeRow(writing: Writing, entry: RecordEntry, job: Job, maps: CalibrationMaps | undefined, policy: OutputPolicy): Promise<void> {
+  const { counts } = writing;
+  if (writing.duplicates.see(entry.id, entry.line)) counts.duplicateIds = writing.duplicates.result();
+  if (entry.k === "error") {
+    await writing.errors.write(
+      `${JSON.stringify({ line: entry.line, source: entry.source, id: entry.id, status: entry.status, type: entry.type, message: entry.message })}\n`,
+    );
+    counts.failed++;
+    return;
+  }
+  const row: OutputRow = { entry, answers: entry.answers };
+  if (maps) {
+    Object.assign(row, calibrateAnswers(maps, job.questions, entry.answers));
+    writing.before?.add(entry.answers);
+    writing.after?.add(row.answers);
+  }
+  await writing.rows.row(row);
+  if (writing.reviewRows && policy.review) {
+    row.review = reviewVerdict(policy.review.policy, job.questions, row.answers, auditKey(job, entry));
+    if (row.review.reasons.length > 0 || row.review.audit) {
+      await writing.reviewRows.row(row);
+      if (row.review.audit) counts.audit++;
+      else counts.review++;
+    }
+  }
+  counts.answered++;
+  counts.models[entry.model] = (counts.models[entry.model] ?? 0) + 1;
+  if (entry.dedup_of !== undefined) counts.deduplicated++;
+  counts.inputTokens += entry.usage.input_tokens;
+  counts.outputTokens += entry.usage.output_tokens;
+}
+
+/** The answers of each record's answer, in input order. */
+async function* latestAnswers(records: OrderedRecords): AsyncGenerator<Record<string, Answer>> {
+  for (const entry of records.rows()) if (entry.k === "answer") yield entry.answers;
 }

@@ -6,35 +6,28 @@
  * answered is lost, and the rerun writes and uploads it from the journal
  * without asking the model again.
  */
-import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
+import { createReadStream, mkdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { env } from "../../api/env.js";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { s3Client, s3Object, storageCall } from "../../records/s3.js";
 import { StorageError } from "../../api/verdict.js";
-import type { OutputTarget } from "./outputs.js";
+import { partialFile, type OutputTarget } from "./targets.js";
 
 /** Where S3 outputs are assembled before their upload ($TYPED_EVAL_STAGING, default .typed-eval/outputs). */
 function stagingDir(): string {
-  return process.env["TYPED_EVAL_STAGING"] ?? join(".typed-eval", "outputs");
+  return env("TYPED_EVAL_STAGING");
 }
 
-/** An output assembled locally, then uploaded to S3; kept locally, named in the error, if the upload fails. */
+/** An output assembled locally (every write checked, as a local file's), then uploaded to S3; kept locally, named in the error, if the upload fails. */
 export function s3Target(location: string, client: S3Client = s3Client()): OutputTarget {
   const { bucket, key } = s3Object(location, "the output");
   return {
     describe: location,
     open: () => {
       const staged = join(stagingDir(), bucket, key);
-      const partial = `${staged}.partial`;
       mkdirSync(dirname(staged), { recursive: true });
-      const stream = createWriteStream(partial);
-      const closed = () =>
-        new Promise<void>((resolve, reject) => {
-          if (stream.closed) return resolve();
-          stream.once("error", reject);
-          stream.end(() => resolve());
-        });
       const upload = (signal: AbortSignal | undefined) => {
         const parts = new Upload({
           client,
@@ -46,24 +39,15 @@ export function s3Target(location: string, client: S3Client = s3Client()): Outpu
         signal?.addEventListener("abort", () => void parts.abort().catch(() => undefined), { once: true });
         return parts.done();
       };
-      return {
-        stream,
-        commit: async () => {
-          await closed();
-          renameSync(partial, staged);
-          try {
-            await storageCall("uploading to", location, upload);
-          } catch (error) {
-            const why = error instanceof StorageError ? error.message : `uploading to ${location}: ${(error as Error).message}`;
-            throw new StorageError(`${why}; the output is kept at ${staged}, and rerunning the same command uploads it`, location, { cause: error });
-          }
-          rmSync(staged, { force: true });
-        },
-        abort: async () => {
-          await closed().catch(() => undefined);
-          rmSync(partial, { force: true });
-        },
-      };
+      return partialFile(staged, async () => {
+        try {
+          await storageCall("uploading to", location, upload);
+        } catch (error) {
+          const why = error instanceof StorageError ? error.message : `uploading to ${location}: ${(error as Error).message}`;
+          throw new StorageError(`${why}; the output is kept at ${staged}, and rerunning the same command uploads it`, location, { cause: error });
+        }
+        rmSync(staged, { force: true });
+      });
     },
   };
 }

@@ -1,6 +1,7 @@
 /**
- * How a run ended, and its usage summary: this invocation's counts, every
- * earlier run's (from the journal), and the outputs' totals.
+ * A run's usage summary: this invocation's counts, every earlier run's (from
+ * the journal), the outputs' totals, the models that answered them and the
+ * journal entries set aside.
  */
 import { totalVariation } from "../../calibration/maps.js";
 import type { Job } from "../../records/job.js";
@@ -10,66 +11,6 @@ import type { WrittenCounts } from "./outputs.js";
 import type { PaceReport } from "../send/pacing.js";
 import type { SendCounts } from "../send/send.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "../../records/usage.js";
-
-/** How a run ended: one of the verdicts of verdict.ts (done, failures, all-failed, no-input, bad-input, aborted, stopped, ...). */
-export type RunStatus = Verdict;
-
-/** The status of a run that read its whole input. */
-export function statusOf(read: number, written: Pick<WrittenCounts, "answered" | "failed">, maxErrorRate: number): RunStatus {
-  if (read === 0) return "no-input";
-  const { answered, failed } = written;
-  if (failed > 0 && answered === 0) return "all-failed";
-  if (failed > 0 && failed / (answered + failed) > maxErrorRate) return "failures";
-  return "done";
-}
-
-/**
- * Watches the first records that finish: when the first `window` of them all
- * failed for one reason (a wrong state field, the wrong format, a path
- * typo), the rest will too, and the run should stop in seconds, not at dawn.
- * Failures on the endpoint's side are left to the in-a-row abort, which is
- * resumable.
- */
-export class FailureWatch {
-  private seen = 0;
-  private reason: string | undefined;
-  private first: string | undefined;
-  private decided = false;
-
-  constructor(private readonly window: number) {}
-
-  answered(): void {
-    this.decided = true;
-  }
-
-  /** The reason the records finished so far all failed for, when they did (however few they are). */
-  sameReason(): string | undefined {
-    if (this.decided || this.seen === 0) return undefined;
-    return `${this.seen === 1 ? "the only record" : `all ${this.seen} records`} failed for the same reason (${this.first})`;
-  }
-
-  /** Counts a failure; returns the reason to stop for when the first `window` records all failed alike. */
-  failed(status: number, type: string, message: string): string | undefined {
-    if (this.decided) return undefined;
-    const endpointSide = (status === 0 && type !== "invalid_record") || status === 408 || status === 429 || status >= 500;
-    if (endpointSide) {
-      this.decided = true;
-      return undefined;
-    }
-    const text = message.replace(/^line \d+: /, "");
-    const key = `${type}\u0000${text.replace(/\d+/g, "#")}`;
-    if (this.seen === 0) {
-      this.reason = key;
-      this.first = `${type}: ${text}`;
-    } else if (key !== this.reason) {
-      this.decided = true;
-      return undefined;
-    }
-    if (++this.seen < this.window) return undefined;
-    this.decided = true;
-    return `the first ${this.seen} records all failed for the same reason (${this.first}); check the job's state and id fields, --format and the input path`;
-  }
-}
 
 export interface ThisRun {
   started: number;
@@ -90,6 +31,8 @@ export interface SummaryBase {
   output: string;
   /** Earlier runs of this output, from the journal. */
   runs: readonly Omit<RunEntry, "k" | "started">[];
+  /** Journal entries no record of this input asks for now, set aside (never written). */
+  setAside?: { otherVersions: number; notInInput: number } | undefined;
   thisRun: ThisRun;
 }
 
@@ -100,10 +43,11 @@ export interface Written {
 }
 
 /** The usage summary: of the output when `outputs` were written, else (a run that stopped early) of what the journal holds so far. */
-export function runSummary(base: SummaryBase, outputs: Written | undefined, status: RunStatus): UsageSummary {
-  const { stats, sent, seconds, pace } = base.thisRun;
+export function runSummary(base: SummaryBase, outputs: Written | undefined, status: Verdict): UsageSummary {
+  const { stats } = base.thisRun;
   // The model that ran, not the alias asked for: the one model every written row names, else the evaluator's versioned id.
-  const answeredBy = outputs?.written.models.length === 1 ? outputs.written.models[0] : undefined;
+  const models = Object.keys(outputs?.written.models ?? {});
+  const answeredBy = models.length === 1 ? models[0] : undefined;
   const summary = emptySummary(answeredBy ?? base.model ?? base.job.model, base.price);
   if (summary.model !== base.job.model) summary.requested_model = base.job.model;
   summary.status = status;
@@ -114,7 +58,22 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   summary.records.read = stats.read;
   summary.records.resumed = stats.resumed;
   summary.records.other_shards = stats.otherShards;
-  summary.this_run = {
+  if (base.setAside) summary.set_aside = { other_versions: base.setAside.otherVersions, not_in_input: base.setAside.notInInput };
+  summary.this_run = thisRunOf(base);
+  addRuns(summary, base);
+  if (outputs) addOutputs(summary, outputs);
+  else {
+    summary.records.answered = stats.answered + stats.resumed;
+    summary.records.failed = stats.failed;
+    summary.tokens.input = stats.inputTokens;
+  }
+  return finish(summary);
+}
+
+/** This invocation's own figures. */
+function thisRunOf(base: SummaryBase): NonNullable<UsageSummary["this_run"]> {
+  const { stats, sent, seconds, pace } = base.thisRun;
+  return {
     started: new Date(base.thisRun.started).toISOString(),
     seconds,
     records: { read: stats.read, answered: stats.answered, failed: stats.failed, resumed: stats.resumed },
@@ -123,6 +82,11 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     cost_usd: costOf(stats.inputTokens + sent.wastedInput, base.price),
     pace: { lowest: pace.lowest, mean: pace.mean, seconds_below_limit: pace.seconds_below_limit, cuts: pace.cuts },
   };
+}
+
+/** Requests, wasted tokens and time of every run of this output (the journal's) and this one. */
+function addRuns(summary: UsageSummary, base: SummaryBase): void {
+  const { sent, seconds } = base.thisRun;
   const now = {
     seconds,
     requests: sent.requests,
@@ -139,27 +103,18 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     summary.tokens.wasted_input += run.wasted_input_tokens;
     summary.seconds += run.seconds;
   }
-  if (!outputs) {
-    summary.records.answered = stats.answered + stats.resumed;
-    summary.records.failed = stats.failed;
-    summary.tokens.input = stats.inputTokens;
-    return finish(summary);
-  }
+}
+
+/** What the written outputs hold: their rows, tokens and models, the calibration applied, the review file. */
+function addOutputs(summary: UsageSummary, outputs: Written): void {
   const { written } = outputs;
   if (written.calibration) {
     const shares = written.shares;
+    const moved = (name: string) => (shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0);
     summary.calibration = {
       source: outputs.calibrationSource,
       questions: Object.fromEntries(
-        [...written.calibration].map(([name, c]) => [
-          name,
-          {
-            method: c.method,
-            temperature: c.temperature,
-            bias: c.bias,
-            moved: shares ? totalVariation(shares.before[name] ?? [], shares.after[name] ?? []) : 0,
-          },
-        ]),
+        [...written.calibration].map(([name, c]) => [name, { method: c.method, temperature: c.temperature, bias: c.bias, moved: moved(name) }]),
       ),
     };
   }
@@ -167,8 +122,8 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   summary.records.answered = written.answered;
   summary.records.failed = written.failed;
   summary.records.deduplicated = written.deduplicated;
+  if (Object.keys(written.models).length > 0) summary.answered_by = written.models;
   if (written.duplicateIds) summary.duplicate_ids = written.duplicateIds;
   summary.tokens.input = written.inputTokens;
   summary.tokens.output = written.outputTokens;
-  return finish(summary);
 }

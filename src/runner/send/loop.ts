@@ -1,96 +1,99 @@
 /**
  * The bounded read loop: records are read only as fast as they are
  * processed (at most 2 x concurrency in hand), so memory stays flat whatever
- * the input's size. A stop (SIGTERM) ends the reading at once and lets what is
- * in hand finish within a grace period.
+ * the input's size. Each record is taken (registered, synchronously, in
+ * input order) the moment it is read, then its task queued. A halt (a stop,
+ * an error that ends the run) ends the reading at once; queued tasks are
+ * skipped, those running are left to the caller (to finish within a grace,
+ * or be aborted). Whether the reading reached the input's real end is
+ * recorded when the input says so, never inferred from the loop ending.
  */
 import pLimit from "p-limit";
 
-export interface LoopHooks {
-  /** Stop taking records: those in hand finish, for at most `graceMs` (default 0: abort them at once). */
-  stop?: AbortSignal | undefined;
-  graceMs?: number | undefined;
-  /** A record's task threw (the caller decides whether the run goes on). */
+export interface LoopHooks<T> {
+  /** Once aborted, no record is read or started. */
+  halt: AbortSignal;
+  /** Registers a record read (in input order) and returns its task, if it has one. */
+  take(item: T): (() => Promise<void>) | undefined;
+  /** A record's task (or its taking) threw. */
   onTaskError(error: unknown): void;
-  /** The input itself failed: called before waiting for the tasks in hand, so they can be aborted. */
+  /** The input itself failed (not readable any more, changed while read): called before the tasks in hand settle. */
   onSourceError(error: unknown): void;
-  /** The grace period ran out with tasks still in hand: abort them. */
-  onGraceOver(): void;
-  /** Checked before each record is taken: true ends the loop (an aborted run). */
-  halted(): boolean;
 }
 
-export type LoopEnd = "done" | "stopped" | "halted";
+/** How the reading ended: `inputEnded` only when the input said it had no more records. */
+export interface LoopEnd {
+  inputEnded: boolean;
+}
 
-export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: number, fn: (item: T) => Promise<void>, hooks: LoopHooks): Promise<LoopEnd> {
+export async function forEachBounded<T>(items: AsyncIterable<T>, concurrency: number, hooks: LoopHooks<T>): Promise<LoopEnd> {
   const limit = pLimit(concurrency);
   const slots = concurrency * 2;
   const tasks = new Set<Promise<void>>();
+  const { halt } = hooks;
   let wake: (() => void) | undefined;
-  const stop = hooks.stop;
-  stop?.addEventListener("abort", () => wake?.(), { once: true });
+  const onHalt = () => wake?.();
+  halt.addEventListener("abort", onHalt);
   const iterator = items[Symbol.asyncIterator]();
-  // The next record, or "stop" when the stop comes first. Not Promise.race with one long-lived promise: every race
-  // leaves a reaction on it, one per record (a leak measured at 490 MiB for 200,000 records).
-  const nextOrStop = (): Promise<IteratorResult<T> | "stop"> => {
-    if (!stop) return iterator.next();
-    return new Promise((resolve, reject) => {
-      const onStop = () => resolve("stop");
-      stop.addEventListener("abort", onStop, { once: true });
-      iterator.next().then(
-        (result) => {
-          stop.removeEventListener("abort", onStop);
-          resolve(result);
-        },
-        (error: unknown) => {
-          stop.removeEventListener("abort", onStop);
-          reject(error);
-        },
-      );
-    });
-  };
-  let end: LoopEnd = "done";
+  let inputEnded = false;
   try {
     for (;;) {
-      if (hooks.halted()) {
-        end = "halted";
+      while (limit.activeCount + limit.pendingCount >= slots && !halt.aborted) await new Promise<void>((resolve) => (wake = resolve));
+      if (halt.aborted) break;
+      const next = await nextOrHalt(iterator, halt);
+      if (next === "halt") break;
+      if (next.done) {
+        inputEnded = true;
         break;
       }
-      if (stop?.aborted) {
-        end = "stopped";
-        break;
-      }
-      while (limit.activeCount + limit.pendingCount >= slots && !stop?.aborted) await new Promise<void>((resolve) => (wake = resolve));
-      if (stop?.aborted) continue;
-      const next = await nextOrStop();
-      if (next === "stop") continue;
-      if (next.done) break;
-      const item = next.value;
-      // A record queued when the stop comes is left for the rerun.
-      const task = limit(() => (stop?.aborted ? Promise.resolve() : fn(item)))
+      const task = taken(hooks, next.value);
+      if (!task) continue;
+      const running = limit(() => (halt.aborted ? undefined : task()))
         .catch((error: unknown) => hooks.onTaskError(error))
         .finally(() => {
-          tasks.delete(task);
+          tasks.delete(running);
           wake?.();
         });
-      tasks.add(task);
+      tasks.add(running);
     }
   } catch (error) {
     hooks.onSourceError(error);
-    await Promise.allSettled(tasks);
-    throw error;
+  } finally {
+    halt.removeEventListener("abort", onHalt);
   }
-  // A stop that came after the last record was taken still skipped the records queued behind the limit: a stop, not done.
-  if (end === "done" && stop?.aborted) end = "stopped";
-  // Stopped or halted early: end the input's stream (an S3 body holds its socket until then); a pending read settles on
-  // its own.
-  if (end !== "done") void iterator.return?.().catch(() => undefined);
-  if (end === "stopped") {
-    let timer: NodeJS.Timeout | undefined;
-    const grace = new Promise<"grace">((resolve) => (timer = setTimeout(() => resolve("grace"), hooks.graceMs ?? 0)));
-    if ((await Promise.race([Promise.all(tasks), grace])) === "grace") hooks.onGraceOver();
-    clearTimeout(timer);
-  }
+  // Ended early: end the input's stream (an S3 body holds its socket until then); a pending read settles on its own.
+  if (!inputEnded) void iterator.return?.().catch(() => undefined);
   await Promise.allSettled(tasks);
-  return end;
+  return { inputEnded };
+}
+
+function taken<T>(hooks: LoopHooks<T>, item: T): (() => Promise<void>) | undefined {
+  try {
+    return hooks.take(item);
+  } catch (error) {
+    hooks.onTaskError(error);
+    return undefined;
+  }
+}
+
+/**
+ * The next record, or "halt" when the halt comes first. Not Promise.race with
+ * one long-lived promise: every race leaves a reaction on it, one per record
+ * (a leak measured at 490 MiB for 200,000 records).
+ */
+function nextOrHalt<T>(iterator: AsyncIterator<T>, halt: AbortSignal): Promise<IteratorResult<T> | "halt"> {
+  return new Promise((resolve, reject) => {
+    const onHalt = () => resolve("halt");
+    halt.addEventListener("abort", onHalt, { once: true });
+    iterator.next().then(
+      (result) => {
+        halt.removeEventListener("abort", onHalt);
+        resolve(result);
+      },
+      (error: unknown) => {
+        halt.removeEventListener("abort", onHalt);
+        reject(error);
+      },
+    );
+  });
 }

@@ -17,14 +17,9 @@ import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
 import type { EvaluatorRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
-import { LockLostError, StorageError } from "../../api/verdict.js";
+import { EndpointAbort, VerdictError } from "../../api/verdict.js";
 import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
-
-/** The run stops: auth refused, or the upstream unreachable. Rerunning resumes. */
-export class AbortRun extends Error {
-  override name = "AbortRun";
-}
 
 export type Outcome = { ok: true; evaluation: Evaluation } | { ok: false; error: ErrorEntry["type"]; status: number; message: string };
 
@@ -65,63 +60,85 @@ export class Sender {
 
   /** One request, with retries; every attempt goes through the limiter. */
   async send(request: EvaluatorRequest, estimate: number): Promise<Outcome> {
-    const { evaluator, limiter, signal, maxRetries } = this.options;
-    const counts = this.counts;
-    const random = this.options.random ?? Math.random;
+    const { limiter, signal } = this.options;
     for (let attempt = 0; ; attempt++) {
       signal.throwIfAborted();
       this.options.fence?.assertHeld();
       if (attempt > 0) await limiter.retryPermit(signal);
       try {
-        const evaluation = await limiter.schedule(
-          estimate,
-          () => {
-            // Again at the wire: the limiter may have held this attempt for long.
-            this.options.fence?.assertHeld();
-            counts.requests++;
-            if (attempt > 0) counts.retries++;
-            return evaluator.evaluate(request, {
-              retryCount: attempt,
-              signal,
-              once: true,
-              ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}),
-            });
-          },
-          signal,
-        );
+        const evaluation = await this.attempt(request, estimate, attempt);
         limiter.observe("ok");
         limiter.settle(estimate, evaluation.response.usage.input_tokens);
         return { ok: true, evaluation };
       } catch (error) {
-        if (signal.aborted) throw signal.reason;
-        if (error instanceof LockLostError || error instanceof StorageError) throw error;
-        if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
-          throw new AbortRun(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
-        }
-        limiter.observe(outcomeOf(error));
-        if (error instanceof RateLimitError) counts.rateLimited++;
-        else if (error instanceof OverloadedError) counts.overloaded++;
-        else if (error instanceof UpstreamError || error instanceof RequestTimeoutError) counts.wastedInput += estimate;
-        const typed = error instanceof TypedEvalError ? error : undefined;
-        if (!typed?.retryable || attempt >= maxRetries) {
-          if (error instanceof UpstreamUnavailableError && error.unreachable) throw new AbortRun(`the endpoint is unreachable (${error.message})`);
-          return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
-        }
-        const serverDelay =
-          (error instanceof RateLimitError || error instanceof OverloadedError) && error.serverDelay && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs
-            ? error.retryAfterMs
-            : undefined;
-        if (error instanceof RateLimitError && serverDelay !== undefined) {
-          // The account's limit: hold every new attempt, this one included, until the endpoint said. The refused
-          // record itself also waits its own backoff (the server's delay is a floor): a 429 storm longer than a few
-          // short holds would otherwise use up its retries inside the storm (4 of 108 records, in 700 ms of 40 ms holds).
-          limiter.hold(serverDelay);
-          await sleep(backoffMs(attempt, DEFAULT_RETRY, random), signal);
-        } else {
-          // Sporadic failures are this request's own: back off with jitter, the run goes on.
-          await sleep(serverDelay ?? backoffMs(attempt, DEFAULT_RETRY, random), signal);
-        }
+        const final = this.failed(error, estimate, attempt);
+        if (final) return final;
+        await this.backOff(error, attempt);
       }
+    }
+  }
+
+  /** One attempt through the limiter, counted at the wire. */
+  private attempt(request: EvaluatorRequest, estimate: number, attempt: number): Promise<Evaluation> {
+    const { evaluator, limiter, signal } = this.options;
+    return limiter.schedule(
+      estimate,
+      () => {
+        // Again at the wire: the limiter may have held this attempt for long.
+        this.options.fence?.assertHeld();
+        this.counts.requests++;
+        if (attempt > 0) this.counts.retries++;
+        return evaluator.evaluate(request, {
+          retryCount: attempt,
+          signal,
+          once: true,
+          ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}),
+        });
+      },
+      signal,
+    );
+  }
+
+  /**
+   * A failed attempt: throws what ends the run (an abort, a lost lock or a
+   * failing store, a refused key, an unreachable endpoint), returns the
+   * record's failure when it is final, or undefined when it is retried.
+   */
+  private failed(error: unknown, estimate: number, attempt: number): Outcome | undefined {
+    const { limiter, signal, maxRetries } = this.options;
+    if (signal.aborted) throw signal.reason;
+    // A lock lost or a store failing (from the fence) ends the run; so does an abort of our own.
+    if (error instanceof VerdictError) throw error;
+    if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
+      throw new EndpointAbort(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
+    }
+    limiter.observe(outcomeOf(error));
+    if (error instanceof RateLimitError) this.counts.rateLimited++;
+    else if (error instanceof OverloadedError) this.counts.overloaded++;
+    else if (error instanceof UpstreamError || error instanceof RequestTimeoutError) this.counts.wastedInput += estimate;
+    const typed = error instanceof TypedEvalError ? error : undefined;
+    if (typed?.retryable && attempt < maxRetries) return undefined;
+    if (error instanceof UpstreamUnavailableError && error.unreachable) throw new EndpointAbort(`the endpoint is unreachable (${error.message})`);
+    return { ok: false, error: typed?.code ?? "internal_error", status: typed?.status ?? 0, message: (error as Error).message };
+  }
+
+  /** Waits before the next attempt: the server's delay when it gave one, else a jittered backoff. */
+  private async backOff(error: unknown, attempt: number): Promise<void> {
+    const { limiter, signal } = this.options;
+    const random = this.options.random ?? Math.random;
+    const serverDelay =
+      (error instanceof RateLimitError || error instanceof OverloadedError) && error.serverDelay && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs
+        ? error.retryAfterMs
+        : undefined;
+    if (error instanceof RateLimitError && serverDelay !== undefined) {
+      // The account's limit: hold every new attempt, this one included, until the endpoint said. The refused
+      // record itself also waits its own backoff (the server's delay is a floor): a 429 storm longer than a few
+      // short holds would otherwise use up its retries inside the storm (4 of 108 records, in 700 ms of 40 ms holds).
+      limiter.hold(serverDelay);
+      await sleep(backoffMs(attempt, DEFAULT_RETRY, random), signal);
+    } else {
+      // Sporadic failures are this request's own: back off with jitter, the run goes on.
+      await sleep(serverDelay ?? backoffMs(attempt, DEFAULT_RETRY, random), signal);
     }
   }
 }

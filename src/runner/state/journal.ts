@@ -5,10 +5,10 @@
  * rerunning reads the journal and skips what it holds. Outputs are written
  * from the journal, so they never hold a record twice.
  */
-import { closeSync, createReadStream, existsSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
-import { createInterface } from "node:readline";
+import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import type { Answer, Usage } from "../../api/schema.js";
 import { InvocationError } from "../../api/errors.js";
+import { JournalIndex } from "./index.js";
 
 export interface AnswerEntry {
   k: "answer";
@@ -16,7 +16,11 @@ export interface AnswerEntry {
   line: number;
   source: string;
   id: string;
-  /** First 16 hex digits of the request hash: a changed input line is not taken as done. */
+  /**
+   * First 16 hex digits of the request hash (`requestHash`: what decides the
+   * answer). With the id, it is what the entry is found by: an entry counts
+   * for a record only while the record asks exactly this.
+   */
   h: string;
   model: string;
   answers: Record<string, Answer>;
@@ -68,6 +72,9 @@ export interface RunEntry {
 export interface KeepEntry {
   k: "keep";
   seq: number;
+  /** The record's id and request hash (absent in journals written before entries were keyed by them). */
+  id?: string;
+  h?: string;
   keep: Record<string, unknown>;
 }
 
@@ -84,92 +91,52 @@ export class JournalMismatchError extends InvocationError {
   override name = "JournalMismatchError";
 }
 
-/**
- * Which records are done: seq -> the request hash prefix it was answered for.
- * Typed arrays indexed by seq: 9 bytes a record, so a million records take 9 MB.
- */
-export class DoneIndex {
-  private high = new Uint32Array(1024);
-  private low = new Uint32Array(1024);
-  private present = new Uint8Array(1024);
-  private stale = new Uint8Array(1024);
-  size = 0;
+/** What opening a journal finds: the journal to append to, the index of what earlier runs finished, and their spending. */
+export interface OpenedJournal {
+  journal: Journal;
+  index: JournalIndex;
+  runs: RunEntry[];
+}
 
-  private grow(seq: number): void {
-    if (seq < this.present.length) return;
-    let length = this.present.length;
-    while (length <= seq) length *= 2;
-    const resize = <T extends Uint32Array | Uint8Array>(old: T, make: (n: number) => T): T => {
-      const next = make(length);
-      next.set(old);
-      return next;
-    };
-    this.high = resize(this.high, (n) => new Uint32Array(n));
-    this.low = resize(this.low, (n) => new Uint32Array(n));
-    this.present = resize(this.present, (n) => new Uint8Array(n));
-    this.stale = resize(this.stale, (n) => new Uint8Array(n));
-  }
-
-  /** Marks whether a record's journaled kept fields are not the ones the current job keeps. */
-  markKeep(seq: number, stale: boolean): void {
-    this.grow(seq);
-    this.stale[seq] = stale ? 1 : 0;
-  }
-
-  /** Whether a done record's kept fields must be read again from the input. */
-  staleKeep(seq: number): boolean {
-    return seq < this.stale.length && this.stale[seq] === 1;
-  }
-
-  add(seq: number, hash: string): void {
-    this.grow(seq);
-    if (!this.present[seq]) this.size++;
-    this.present[seq] = 1;
-    this.high[seq] = Number.parseInt(hash.slice(0, 8), 16) >>> 0;
-    this.low[seq] = Number.parseInt(hash.slice(8, 16), 16) >>> 0;
-  }
-
-  /** Whether `seq` was answered for this same request. */
-  has(seq: number, hash: string): boolean {
-    return (
-      seq < this.present.length &&
-      this.present[seq] === 1 &&
-      this.high[seq] === Number.parseInt(hash.slice(0, 8), 16) >>> 0 &&
-      this.low[seq] === Number.parseInt(hash.slice(8, 16), 16) >>> 0
-    );
-  }
+/** How a journal is opened for a run. */
+export interface JournalOptions {
+  /** The input the journal belongs to (another is refused). */
+  input?: string | undefined;
+  /** The fields the current job keeps: answers journaled with others are marked so the run journals them anew. */
+  keep?: readonly string[] | undefined;
+  /** Whether the job's records have ids (see `JournalIndex`). */
+  byId?: boolean | undefined;
 }
 
 export class Journal {
   private constructor(
     readonly path: string,
     private readonly fd: number,
+    /** Bytes in the file: where the next entry goes. */
+    private size: number,
   ) {}
 
   /**
    * Opens (or creates) a journal, dropping a half-written last line left by a
-   * crash, and returns what earlier runs finished. `input` binds the journal
-   * to one input (another is refused). `keep` is the current job's kept
-   * fields: records answered while the job kept others are marked in
-   * `done.staleKeep`, so the run journals their kept fields anew.
+   * crash, and indexes what earlier runs finished by record and request
+   * (`JournalIndex`). `input` binds the journal to one input (another is
+   * refused). Answers journaled while the job kept other fields are marked
+   * stale in the index, so the run journals their kept fields anew.
    */
-  static async open(path: string, input?: string, keep: readonly string[] = []): Promise<{ journal: Journal; done: DoneIndex; runs: RunEntry[] }> {
-    const done = new DoneIndex();
-    const wanted = JSON.stringify(keep);
+  static async open(path: string, options: JournalOptions = {}): Promise<OpenedJournal> {
+    const { input } = options;
+    const index = new JournalIndex(options.byId ?? true);
+    const wanted = JSON.stringify(options.keep ?? []);
     const runs: RunEntry[] = [];
     let belongs: string | undefined;
     let records = 0;
-    const existed = existsSync(path) && statSync(path).size > 0;
-    if (existed) {
+    if (existsSync(path) && statSync(path).size > 0) {
       repairTail(path);
-      for await (const entry of readJournal(path)) {
+      for await (const { entry, offset } of entriesWithOffsets(path)) {
         if (entry.k === "answer" || entry.k === "error") records++;
-        if (entry.k === "answer") {
-          done.add(entry.seq, entry.h);
-          done.markKeep(entry.seq, JSON.stringify(Object.keys(entry.keep ?? {})) !== wanted);
-        } else if (entry.k === "keep") done.markKeep(entry.seq, JSON.stringify(Object.keys(entry.keep)) !== wanted);
-        else if (entry.k === "run") runs.push(entry);
+        if (entry.k === "run") runs.push(entry);
         else if (entry.k === "input") belongs ??= entry.input;
+        else indexEntry(index, entry, offset, wanted, false);
       }
     }
     if (input !== undefined && belongs !== undefined && belongs !== input && records === 0) {
@@ -183,18 +150,51 @@ export class Journal {
         `the journal ${path} holds the records of ${belongs}, not of ${input}: rerun with that input to resume it, pass --journal (or -o) to start another, or delete it to start over`,
       );
     }
-    const journal = new Journal(path, openSync(path, "a"));
+    const fd = openSync(path, "a");
+    const journal = new Journal(path, fd, fstatSync(fd).size);
     if (input !== undefined && belongs === undefined) journal.append({ k: "input", input });
-    return { journal, done, runs };
+    return { journal, index, runs };
   }
 
-  append(entry: Entry): void {
-    writeSync(this.fd, `${JSON.stringify(entry)}\n`);
+  /**
+   * Appends one entry with a synchronous write and returns where it lies. A
+   * short write (a disk that filled mid-line) is cut off again and thrown as
+   * the disk's error: the journal never holds half an entry followed by more.
+   */
+  append(entry: Entry): number {
+    const line = Buffer.from(`${JSON.stringify(entry)}\n`);
+    const offset = this.size;
+    const written = writeSync(this.fd, line);
+    if (written !== line.length) {
+      ftruncateSync(this.fd, offset);
+      throw Object.assign(new Error(`ENOSPC: no space left on device, write (${written} of ${line.length} bytes of a journal entry)`), {
+        code: "ENOSPC",
+        path: this.path,
+      });
+    }
+    this.size += written;
+    return offset;
   }
 
   close(): void {
     closeSync(this.fd);
   }
+}
+
+/** Notes a journaled record's entry in the index (`now`: written by this run). */
+export function indexEntry(index: JournalIndex, entry: AnswerEntry | ErrorEntry | KeepEntry, offset: number, keptFields: string, now: boolean): void {
+  if (entry.k === "keep") {
+    // Kept fields journaled again for an answered record; journals before keys carried only the record's position.
+    if (entry.id === undefined || entry.h === undefined) return;
+    const key = index.key(entry.id, entry.h);
+    index.rekept.set(key, offset);
+    index.markKeep(key, JSON.stringify(Object.keys(entry.keep)) !== keptFields);
+    return;
+  }
+  const key = index.key(entry.id, entry.h);
+  if (entry.k === "error") return index.failed(key, offset, now);
+  index.answered(key, offset, entry.dedup_of !== undefined);
+  index.markKeep(key, JSON.stringify(Object.keys(entry.keep ?? {})) !== keptFields);
 }
 
 /** Truncates a journal after its last complete line (a crash can leave half a line). */
@@ -225,13 +225,33 @@ function repairTail(path: string): void {
 
 /** Every entry of a journal, in order; lines that do not parse are skipped. */
 export async function* readJournal(path: string): AsyncGenerator<Entry> {
-  const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
-  for await (const line of lines) {
-    if (!line) continue;
+  for await (const { entry } of entriesWithOffsets(path)) yield entry;
+}
+
+/** Every entry of a journal with the byte offset of its line; lines that do not parse (torn by a crash, garbage) are skipped. */
+export async function* entriesWithOffsets(path: string): AsyncGenerator<{ entry: Entry; offset: number }> {
+  for await (const { text, offset } of linesWithOffsets(path)) {
     try {
-      yield JSON.parse(line) as Entry;
+      yield { entry: JSON.parse(text) as Entry, offset };
     } catch {
       // A line torn by a crash: its record was not finished and will run again.
     }
+  }
+}
+
+/** Every complete line of a file with its byte offset (a last line without its newline was torn by a crash: left out). */
+async function* linesWithOffsets(path: string): AsyncGenerator<{ text: string; offset: number }> {
+  let carry: Buffer = Buffer.alloc(0);
+  let base = 0; // file offset of carry[0]
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>) {
+    const buf = carry.length > 0 ? Buffer.concat([carry, chunk]) : chunk;
+    let start = 0;
+    for (let nl = buf.indexOf(0x0a, start); nl >= 0; nl = buf.indexOf(0x0a, start)) {
+      if (nl > start) yield { text: buf.toString("utf8", start, nl), offset: base + start };
+      start = nl + 1;
+    }
+    // Copied: a slice would pin the whole chunk while a long line accumulates.
+    carry = Buffer.from(buf.subarray(start));
+    base += start;
   }
 }

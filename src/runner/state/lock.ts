@@ -28,6 +28,8 @@ export interface LockHolder {
   started: string;
   /** Unique to one acquisition: tells a holder from a later one with the same host and pid. */
   nonce?: string;
+  /** The holder's own `--summary-json` (resolved): a run refused by this lock must not write over it. */
+  summary?: string;
 }
 
 export class LockedError extends Error {
@@ -76,7 +78,13 @@ function readHolder(path: string): LockHolder | undefined {
   try {
     const holder = JSON.parse(readFileSync(path, "utf8")) as Partial<LockHolder>;
     return typeof holder.pid === "number" && typeof holder.host === "string"
-      ? { host: holder.host, pid: holder.pid, started: String(holder.started), ...(typeof holder.nonce === "string" ? { nonce: holder.nonce } : {}) }
+      ? {
+          host: holder.host,
+          pid: holder.pid,
+          started: String(holder.started),
+          ...(typeof holder.nonce === "string" ? { nonce: holder.nonce } : {}),
+          ...(typeof holder.summary === "string" ? { summary: holder.summary } : {}),
+        }
       : undefined;
   } catch {
     return undefined;
@@ -110,9 +118,9 @@ function create(path: string, holder: LockHolder): boolean {
 /** A takeover file left by a run killed mid-takeover is stale after this long. */
 const TAKEOVER_STALE_MS = 10_000;
 
-/** Takes the lock at `path`, or throws `LockedError` naming its holder. */
-export function acquireLock(path: string): Lock {
-  const me: LockHolder = { host: hostname(), pid: process.pid, started: new Date().toISOString(), nonce: randomUUID() };
+/** Takes the lock at `path` (naming this run's `--summary-json`, if any), or throws `LockedError` naming its holder. */
+export function acquireLock(path: string, summary?: string): Lock {
+  const me: LockHolder = { host: hostname(), pid: process.pid, started: new Date().toISOString(), nonce: randomUUID(), ...(summary ? { summary } : {}) };
   const lock = fencedLock(path, me);
   if (create(path, me)) return lock;
   const holder = readHolder(path);

@@ -27,6 +27,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { env } from "../../api/env.js";
 import { InvocationError } from "../../api/errors.js";
 import { sleep } from "../../api/retry.js";
 import { LockLostError, StorageError } from "../../api/verdict.js";
@@ -57,9 +58,6 @@ export interface S3LockOptions {
   /** Told what the lock waits for, and the risk an unsafe lock runs. */
   onNote?: (message: string) => void;
 }
-
-/** Default of `$TYPED_EVAL_S3_LOCK_STALE_MS`. */
-export const S3_LOCK_STALE_MS = 60_000;
 
 /** How long the store is given to settle before an unsafe lock's write is read back. */
 const READ_BACK_MS = 300;
@@ -154,7 +152,7 @@ interface Timing {
 }
 
 function timingOf(options: S3LockOptions): Timing {
-  const staleMs = options.staleMs ?? (Number(process.env["TYPED_EVAL_S3_LOCK_STALE_MS"]) || S3_LOCK_STALE_MS);
+  const staleMs = options.staleMs ?? env("TYPED_EVAL_S3_LOCK_STALE_MS");
   return { staleMs, heartbeatMs: options.heartbeatMs ?? Math.min(15_000, staleMs / 4), leaseMs: staleMs * 0.9 };
 }
 

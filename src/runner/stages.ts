@@ -1,0 +1,229 @@
+/**
+ * The journal, answer and write stages of a run, and its summaries: what
+ * runs once the check, the lock and the model are through (run.ts). The
+ * outputs are a function of (current input, current job, journal): the
+ * answer stage takes the input's records in order and journals a result for
+ * each one's current request; the write stage writes exactly those records
+ * from the journal. The verdict is decided at the end from facts (the input's
+ * end reached, every record with a result, the outputs written and checked),
+ * by `decide` in api/verdict.ts, never from counters alone.
+ */
+import type { Logger } from "../logging/logger.js";
+import { answerRecords, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
+import { writeOutputs, type OutputFormat, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
+import { OrderedRecords } from "./output/ordered.js";
+import { runSummary, type SummaryBase } from "./output/summary.js";
+import { describeDuplicates, type UsageSummary } from "../records/usage.js";
+import type { RunShaping } from "./prepare.js";
+import { Journal, type JournalOptions, type OpenedJournal } from "./state/journal.js";
+import type { JournalIndex } from "./state/index.js";
+import { afterSummaryFailure, classify, decide, type Ending, type Stage, type Verdict } from "../api/verdict.js";
+
+/** Opens a journal: the storage seam of a run (a test puts a failing store in its place). */
+export type OpenJournal = (path: string, options: JournalOptions) => Promise<Omit<OpenedJournal, "journal"> & { journal: JournalSink }>;
+
+export interface RunOptions extends AnswerOptions {
+  jobName?: string | undefined;
+  /** The journal as the user knows it (an S3 prefix for a mirrored one), for messages and the summary. */
+  journalName?: string | undefined;
+  answers: { target: OutputTarget; format: OutputFormat };
+  errors: OutputTarget;
+  /** Where the usage summary JSON goes, if anywhere: written whatever the verdict. */
+  usage?: OutputTarget | undefined;
+  /** A second copy of the summary for a scheduler (`--summary-json`), written first, whatever the verdict. */
+  summaryJson?: OutputTarget | undefined;
+  /** The share of records that may fail with the run still a success. Default 0. */
+  maxErrorRate?: number | undefined;
+  /** The input the journal belongs to (a resolved path, an S3 location, "stdin"); a journal of another input is refused. */
+  inputId?: string | undefined;
+  /** Calibration, review routing and CSV options applied when the outputs are written. */
+  output?: RunShaping | undefined;
+  openJournal?: OpenJournal | undefined;
+}
+
+export interface RunResult extends Ending {
+  summary: UsageSummary;
+  /** The verdict, under its older name. */
+  status: Verdict;
+  /** Whether the outputs were written (they are not for a run that ended early: they would look complete). */
+  written: boolean;
+  /** Whether the journal holds finished records (answered or failed), this run's or earlier ones'. */
+  kept: boolean;
+  /** Why the run ended before writing its outputs, when it did. */
+  aborted?: string;
+}
+
+/** The journal, answer and write stages: every record answered once into the journal, then the outputs from it, then the summaries. */
+export async function runJob(options: RunOptions): Promise<RunResult> {
+  const identity = options.evaluator.identity(options.job.model);
+  // What decides an answer: the model's identity and how the evaluator renders these questions (the request carries the rest).
+  const fingerprint = options.evaluator.promptFingerprint?.(options.job.model, options.job.questions);
+  // Without one (a remote endpoint: its identity covers its rendering) the hash is what it was: journals resume across releases.
+  const requestIdentity = fingerprint ? `${identity}\n${fingerprint}` : identity;
+  let opened: Awaited<ReturnType<OpenJournal>>;
+  try {
+    opened = await (options.openJournal ?? Journal.open)(options.journalPath, {
+      input: options.inputId,
+      keep: options.job.keep ?? [],
+      byId: options.job.id !== undefined,
+    });
+  } catch (error) {
+    await options.limiter.stop();
+    const ending = stageEnding(error, "journal", false, options.logger);
+    return finishRun(options, summaryBase(options, identity, [], undefined, undefined), { ending, written: undefined, kept: false });
+  }
+  const answered = await answerRecords(options, opened.journal, opened.index, requestIdentity);
+  let closing: Ending | undefined;
+  try {
+    opened.journal.close();
+  } catch (error) {
+    closing = stageEnding(error, "journal", true, options.logger);
+  }
+  await options.limiter.stop();
+  const early = closing ?? answered.ended;
+  const wrote = early === undefined && complete(answered) ? await writeStage(options, opened.index, answered) : undefined;
+  const counts = wrote && !("verdict" in wrote) ? wrote : undefined;
+  const ending = decide({
+    ended: early ?? (wrote && "verdict" in wrote ? wrote : undefined),
+    inputEnded: answered.inputEnded,
+    records: answered.order.length,
+    otherShards: answered.stats.otherShards,
+    unfinished: answered.unfinished,
+    written: counts,
+    maxErrorRate: options.maxErrorRate ?? 0,
+    sameReason: answered.sameReason,
+  });
+  const base = summaryBase(options, identity, opened.runs, answered, opened.index);
+  return finishRun(options, base, { ending, written: counts, kept: opened.index.size > 0 });
+}
+
+/** Whether the answer stage left every record of the whole input with a result: only then are outputs written. */
+function complete(answered: Answered): boolean {
+  return answered.inputEnded && answered.unfinished === 0;
+}
+
+/** The write stage: the current input's records from the journal, every output checked; a stop before they are final writes none. */
+async function writeStage(options: RunOptions, index: JournalIndex, answered: Answered): Promise<WrittenCounts | Ending> {
+  const records = new OrderedRecords(options.journalPath, index, answered.order, options.job.id !== undefined);
+  try {
+    // The fence first: a run whose lock was taken over writes nothing.
+    options.fence?.();
+    const counts = await writeOutputs(records, options.job, { answers: options.answers, errors: options.errors }, options.output, options.stop);
+    // Repeated ids are kept (each row is its own record) but said out loud: a join on id downstream would double them.
+    if (counts.duplicateIds) options.logger.warn({ duplicate_ids: counts.duplicateIds }, describeDuplicates(counts.duplicateIds));
+    return counts;
+  } catch (error) {
+    if (options.stop?.aborted)
+      return { verdict: "stopped", reason: "stopped while the outputs were written: none was made final; the journal keeps every record" };
+    return stageEnding(error, "write", true, options.logger);
+  }
+}
+
+/** An error that ended a stage, as its ending (a bug's stack to the debug log). */
+function stageEnding(error: unknown, stage: Stage, paid: boolean, logger: Logger): Ending {
+  const ending = classify(error, stage, { paid });
+  if (ending.verdict === "internal-error") logger.debug({ err: error }, `the ${stage} stage failed unexpectedly`);
+  return ending;
+}
+
+/** The summaries of a run whose verdict is decided, and its result. */
+async function finishRun(
+  options: RunOptions,
+  base: SummaryBase,
+  end: { ending: Ending; written: WrittenCounts | undefined; kept: boolean },
+): Promise<RunResult> {
+  const { written } = end;
+  options.onEnding?.(end.ending);
+  const shaping = options.output;
+  const outputs = written && {
+    written,
+    calibrationSource: shaping?.calibrationSource ?? (shaping?.calibration === "batch" ? "batch" : "file"),
+    reviewFile: shaping?.review ? (shaping.reviewFile ?? shaping.review.target.describe) : undefined,
+  };
+  const summarise = (ending: Ending) =>
+    Object.assign(runSummary(base, outputs, ending.verdict), {
+      verdict: ending.verdict,
+      reason: ending.reason,
+      journal: options.journalName ?? options.journalPath,
+    });
+  if (written && Object.keys(written.models).length > 1) options.logger.warn({ answered_by: written.models }, "the rows were answered by more than one model");
+  const { ending, summary } = await writeSummaries([options.summaryJson, options.usage], end.ending, summarise, options.logger);
+  return {
+    ...ending,
+    summary,
+    status: ending.verdict,
+    written: written !== undefined,
+    kept: end.kept,
+    ...(written ? {} : { aborted: ending.reason }),
+  };
+}
+
+/**
+ * Writes the summaries (`--summary-json` first: the scheduler's copy is on a
+ * local disk, the usage summary may be on a failing store). One that cannot
+ * be written turns a `done` or `failures` run into storage-unavailable (the
+ * others written again to say so); any other verdict keeps its code.
+ */
+export async function writeSummaries(
+  targets: readonly (OutputTarget | undefined)[],
+  decided: Ending,
+  summarise: (ending: Ending) => UsageSummary,
+  logger: Logger,
+): Promise<{ ending: Ending; summary: UsageSummary }> {
+  let ending = decided;
+  let summary = summarise(ending);
+  const failed: string[] = [];
+  const written: OutputTarget[] = [];
+  for (const target of targets) {
+    if (!target) continue;
+    const problem = await writeSummary(target, summary);
+    if (problem === undefined) written.push(target);
+    else failed.push(problem);
+  }
+  if (failed.length === 0) return { ending, summary };
+  for (const problem of failed) logger.warn({}, problem);
+  const changed = afterSummaryFailure(ending, failed.join("; "));
+  if (changed === ending) return { ending, summary };
+  ending = changed;
+  summary = summarise(ending);
+  for (const target of written) await writeSummary(target, summary);
+  return { ending, summary };
+}
+
+/** Writes one summary; returns what went wrong, if anything did. */
+async function writeSummary(target: OutputTarget, summary: UsageSummary): Promise<string | undefined> {
+  let sink: ReturnType<OutputTarget["open"]> | undefined;
+  try {
+    sink = target.open();
+    await sink.write(`${JSON.stringify(summary, null, 2)}\n`);
+    await sink.commit();
+    return undefined;
+  } catch (error) {
+    await sink?.abort().catch(() => undefined);
+    return `could not write the summary ${target.describe}: ${classify(error, "summary", { paid: true }).reason}`;
+  }
+}
+
+function summaryBase(
+  options: RunOptions,
+  identity: string,
+  runs: SummaryBase["runs"],
+  answered: Answered | undefined,
+  index: JournalIndex | undefined,
+): SummaryBase {
+  const stats = answered?.stats ?? { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
+  const sent = answered?.sent ?? { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+  const started = answered?.started ?? Date.now();
+  return {
+    job: options.job,
+    jobName: options.jobName,
+    identity,
+    model: options.evaluator.versionedId?.(options.job.model),
+    price: options.pricePerMillion,
+    input: options.source.name,
+    output: options.answers.target.describe,
+    runs,
+    setAside: answered?.inputEnded ? index?.setAside() : undefined,
+    thisRun: { started, seconds: (Date.now() - started) / 1000, stats, sent, pace: options.limiter.paceReport() },
+  };
+}

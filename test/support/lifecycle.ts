@@ -1,0 +1,38 @@
+/** What the run lifecycle tests share: a run's request in process (limits out of the way), and whether a tmpfs can be mounted. */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Evaluator } from "../../src/evaluator/evaluator.js";
+import { createLogger } from "../../src/logging/logger.js";
+import type { RunRequest } from "../../src/runner/run.js";
+
+const silent = createLogger({ level: "silent" });
+
+/** A `run` of `input` with `job` into `output` (its --summary-json beside it), answered by `evaluator`; `over` replaces any setting. */
+export function lifecycleRequest(input: string, job: string, output: string, evaluator: Evaluator, over: Partial<RunRequest> = {}): RunRequest {
+  return {
+    settings: { input, jobFile: job, model: "default", apiKeyEnv: "TYPED_EVAL_API_KEY", timeoutSeconds: 5, seed: 1, concurrency: 4 },
+    places: { output, summaryJson: `${output}.summary.json` },
+    shaping: { forceCalibration: false, auditSeed: 1, csvBom: false },
+    rpm: 1e9,
+    tps: 1e12,
+    maxRetries: 0,
+    maxFailuresInARow: 50,
+    maxErrorRate: 0,
+    graceMs: 1000,
+    journalFlushMs: 1000,
+    logger: silent,
+    openModel: async () => evaluator,
+    ...over,
+  };
+}
+
+/** Whether this process may mount a tmpfs (root on Linux): the real full-disk cases run only then. */
+export function canMountTmpfs(): boolean {
+  if (process.platform !== "linux" || process.getuid?.() !== 0) return false;
+  const probe = mkdtempSync(join(tmpdir(), "te-mount-"));
+  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe]).status === 0;
+  if (ok) spawnSync("umount", [probe]);
+  return ok;
+}
