@@ -225,12 +225,21 @@ class SequencePool {
     return this.waiting.length;
   }
 
-  /** A free sequence (the one `worth` values most), else the next to be released. */
+  /**
+   * A free sequence (the one `worth` values most; on a tie the one released
+   * longest ago, so the prefixes of other question sets live longest), else
+   * the next to be released.
+   */
   async acquire(signal: AbortSignal | undefined, worth: (sequence: LlamaContextSequence) => number): Promise<LlamaContextSequence> {
     signal?.throwIfAborted();
     if (this.free.length > 0) {
-      let best = this.free.length - 1;
-      for (let i = best - 1; i >= 0; i--) if (worth(this.free[i] as LlamaContextSequence) > worth(this.free[best] as LlamaContextSequence)) best = i;
+      // `free` is in release order: index 0 was released first.
+      let best = 0;
+      let bestWorth = worth(this.free[0] as LlamaContextSequence);
+      for (let i = 1; i < this.free.length; i++) {
+        const w = worth(this.free[i] as LlamaContextSequence);
+        if (w > bestWorth) [best, bestWorth] = [i, w];
+      }
       this.active++;
       return this.free.splice(best, 1)[0] as LlamaContextSequence;
     }

@@ -145,4 +145,26 @@ describe("prefixChunks and keptTokens", () => {
     expect(keptTokens(held, longer.slice(0, 10), prefixChunks(10, 4, 3))).toBe(6);
     expect(keptTokens(undefined, longer, prefixChunks(12, 4, 3))).toBe(0);
   });
+
+  it("gives a tie to the sequence released longest ago: two alternating question sets keep a system text each", async () => {
+    const two = await LlamaEngine.load({ modelPath: generatedModel(TINY_QWEN_VOCAB), contextSize: 2048, sequences: 2 });
+    const local = new LocalEvaluator(two, { id: "q-1.0.0", temperature: 1, template: detectTemplate(two.chatTemplate), metadata: [] });
+    try {
+      // Each set's system text holds only its types' hints; each request a new state, so only the system text can be kept.
+      const ask = async (i: number, questions: SystemOneRequest["questions"]) => {
+        const before = two.evaluatedTokens;
+        await local.evaluate({ state: `ticket ${i}: ${texts[i % texts.length]}`, model: "q", questions });
+        return two.evaluatedTokens - before;
+      };
+      const nouls = { a: { type: "noul" as const } };
+      const choices = { b: { type: "choice" as const, criteria: { x: null, y: null } } };
+      const first = [await ask(0, nouls), await ask(1, choices)];
+      const again = [await ask(2, nouls), await ask(3, choices)];
+      // Released last, the other set's sequence would be taken (a tie: neither holds the new request's text) and overwritten.
+      expect(again[0]).toBeLessThan((first[0] as number) - 20);
+      expect(again[1]).toBeLessThan((first[1] as number) - 20);
+    } finally {
+      await local.close();
+    }
+  }, 60_000);
 });
