@@ -87,10 +87,12 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     checkGate(conditions, { gold: true, compare: args.compare !== undefined, command: "assess" });
-    if (args.html) checkWritable(args.html, "--html");
-    const { questions, idField } = jobQuestions(args.job);
     if (args["suspects-method"] !== undefined && args.suspects === undefined)
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
+    // Every file it writes is checked before a row is read: a night's assessment is never computed to be lost at the end.
+    if (args.html) checkWritable(args.html, "--html");
+    if (args.suspects) checkWritable(args.suspects, "--suspects");
+    const { questions, idField } = jobQuestions(args.job);
     const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;
     const measured = await measure({
       answers: args.answers,

@@ -11,9 +11,10 @@ import { formatOf, openLocalSource, type InputFormat } from "../records/sources.
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
 import { isS3 } from "../records/s3.js";
-import { StorageError, SourceError } from "../api/verdict.js";
+import { NoInputError, StorageError, SourceError } from "../api/verdict.js";
 import { InvocationError } from "../api/errors.js";
 import { valueAt } from "../records/source.js";
+import { refuseOtherKinds } from "../records/file-kind.js";
 
 export { infoOf, unitInfos, type QuestionInfo } from "../questions/index.js";
 
@@ -153,12 +154,15 @@ export async function readAnswers(
   },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
+  refuseOtherKinds(path, ["answers"], "answers typed-eval wrote");
   const source = await openFile(path, format, "answers", !options.secondary);
   let questions = options.questions;
   let notify = options.onQuestions;
+  let read = 0;
   async function* rows(): AsyncGenerator<AnswerRow> {
     try {
       for await (const item of source.items) {
+        read++;
         const where = `${path} line ${item.line}`;
         if ("error" in item) throw new QualityInputError(`${where}: ${item.error}`);
         if (!isObject(item.record)) throw new QualityInputError(`${where}: not an object`);
@@ -218,6 +222,9 @@ export async function readAnswers(
       if (error instanceof SourceError) throw new QualityInputError(error.message);
       throw error;
     }
+    // The command's own answers with no row: nothing to work on, exit 6 as for an absent file; an empty --compare is a mistake in a flag.
+    if (read === 0 && !options.secondary) throw new NoInputError(`${path} holds no answers: check that it is the file you meant`);
+    if (read === 0) throw new QualityInputError(`${path} holds no answers`);
   }
   return rows();
 }
