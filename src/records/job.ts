@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { evaluatorRequestSchema, type Question } from "../api/schema.js";
 import { validateAgainst, validateEvaluatorRequest } from "../api/validate.js";
-import { answerColumnSuffixes, findKind, unitName, unitsOf, type Unit } from "../questions/index.js";
+import { answerColumnSuffixes, findKind, kindOf, unitName, unitsOf, type Unit } from "../questions/index.js";
 import { missingJobHint } from "../records/bundled-jobs.js";
 
 /** A job file's fields; its questions may be of any registered type (those registered in process too), so the schema is built when a job is read. */
@@ -90,6 +90,14 @@ export function parseJob(json: unknown, origin: string): Job {
       }
     }
     const units: ReadonlyMap<string, Unit> = probe.ok && problems.length === 0 ? unitsOf(questions) : new Map();
+    // The spec accepts a question with one label (the server keeps its schema), but its every answer is p=1: a job would pay for nothing.
+    for (const [name, unit] of units) {
+      const labels = kindOf(unit.question).labels(unit.question).length;
+      if (labels < 2)
+        problems.push(
+          `questions.${name}: ${labels} possible answer${labels === 1 ? "" : "s"}: every answer would be certain (p=1) and each request paid for nothing; give it at least two`,
+        );
+    }
     const keep = result.value.keep ?? [];
     const builtIn = new Set(BUILT_IN_COLUMNS);
     for (const name of units.keys()) for (const suffix of answerColumnSuffixes()) builtIn.add(`${name}.${suffix}`);

@@ -10,9 +10,9 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkFirstRecord, checkPlaces, probeEndpoint } from "./check.js";
+import { checkContextFits, checkPlaces, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
 import { parseShard, type Shard } from "./input/requests.js";
-import type { Source } from "../records/source.js";
+import type { Source, SourceItem } from "../records/source.js";
 import type { OutputTarget } from "./output/targets.js";
 import { emptySummary, finish, type UsageSummary } from "../records/usage.js";
 import {
@@ -86,6 +86,8 @@ interface Checked {
   job: Job;
   shard: Shard | undefined;
   source: Source;
+  /** The input's first records, read at the check: what the kept fields and the context window are judged on. */
+  window: SourceItem[];
   shaping: ReturnType<typeof outputPolicy>;
 }
 
@@ -141,8 +143,9 @@ async function checkStage(request: RunRequest): Promise<Checked> {
   const shaping = outputPolicy(request.shaping, settings.jobFile, job, paths, request.logger);
   checkPlaces(paths, settings.input, shaping.policy.reviewFile);
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
-  const source = await checkFirstRecord(await openSource(settings, job, request.logger));
-  return { paths, job, shard, source, shaping };
+  const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
+  warnMissingKeep(job, window, request.logger);
+  return { paths, job, shard, source, window, shaping };
 }
 
 /** The model stage: the model opened, a remote endpoint reachable, a calibration fitted for it. */
@@ -152,6 +155,7 @@ async function modelStage(request: RunRequest, checked: Checked): Promise<Awaite
     const baseUrl = baseUrlOf(request.settings.baseUrl);
     // An endpoint that refuses connections is down: say so in seconds, not after every record's retries.
     if (baseUrl) await probeEndpoint(baseUrl);
+    checkContextFits(opened.evaluator, checked.job, checked.window, checked.shard);
     checked.shaping.verify(opened.evaluator);
     return opened;
   } catch (error) {
