@@ -3,7 +3,7 @@ import type { Argv, CommandModule } from "yargs";
 import { cliLogger } from "./logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { prepareJob } from "../runner/prepare.js";
-import { jobSettings, modelOpener, withJobOptions } from "./run.js";
+import { jobSettings, modelOpener, withJobOptions } from "./job-options.js";
 import type { ArgsOf } from "./args.js";
 import { NO_RECORDS, NoInputError } from "../api/verdict.js";
 
