@@ -29,7 +29,10 @@ function shareOf(flag: string) {
   };
 }
 
-/** The options of `run`, declared once: their types are `RunArgs`. */
+/**
+ * The options of `run`, declared once: their types are `RunArgs`.
+ * Long: one declaration per flag, in the order `--help` shows them; split, a flag's type and its help would live apart.
+ */
 function withRunOptions<T>(y: Argv<T>) {
   return withJobOptions(y)
     .option("output", {

@@ -142,7 +142,11 @@ export async function openFile(path: string, format: InputFormat, what: string, 
   }
 }
 
-/** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
+/**
+ * Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file.
+ * Long: the row reader is one generator over every format's row (flat columns or an answers object), run once per row
+ * of a night's answers; split, each row would cross a call per question and format.
+ */
 export async function readAnswers(
   path: string,
   options: {
@@ -159,6 +163,7 @@ export async function readAnswers(
   let questions = options.questions;
   let notify = options.onQuestions;
   let read = 0;
+  // Long: as readAnswers says, one generator for every format's row.
   async function* rows(): AsyncGenerator<AnswerRow> {
     try {
       for await (const item of source.items) {
@@ -265,6 +270,8 @@ function field(record: Record_, path: string): unknown {
  * Reads a gold file. The id is the field `idField` (default: `id`, else the
  * job's id field); every other field named like a question holds its label.
  * Every problem is collected (up to 20) and thrown at once, naming lines and fields.
+ * Long: one pass that checks, collects problems and fills the label table at once; split, the problem list and the
+ * table would travel between the pieces.
  */
 export async function readGold(
   path: string,
