@@ -289,18 +289,20 @@ function shiftOf(s: QuestionStats, j: number, q: QuestionInfo, earlier: Earlier,
   };
 }
 
+/** What a report reads besides the answers. */
+export interface ReportOptions {
+  questions?: QuestionInfo[] | undefined;
+  /** An earlier run's answers. */
+  compare?: string | undefined;
+  /** The errors file and the usage summary, when not beside the answers. */
+  errors?: string | undefined;
+  usage?: string | undefined;
+  /** The job file as the user named it, for the header. */
+  job?: string | undefined;
+}
+
 /** A report with what the files beside the answers say: the errors, the usage summary, and from them the provenance. */
-async function withSidecars(
-  report: RunReport,
-  options: {
-    questions?: QuestionInfo[] | undefined;
-    compare?: string | undefined;
-    errors?: string | undefined;
-    usage?: string | undefined;
-    job?: string | undefined;
-  },
-  seen: { sawRaw: boolean; rowModel?: string | undefined },
-): Promise<RunReport> {
+async function withSidecars(report: RunReport, options: ReportOptions, seen: { sawRaw: boolean; rowModel?: string | undefined }): Promise<RunReport> {
   const answersPath = report.answers;
   const errorsPath = options.errors ?? `${answersPath}.errors.jsonl`;
   if (existsSync(errorsPath)) report.errors = await readErrors(errorsPath);
@@ -315,17 +317,7 @@ async function withSidecars(
 }
 
 /** Reads a run's outputs (answers, and the errors and usage files beside them) into a report. */
-export async function runReport(
-  answersPath: string,
-  options: {
-    questions?: QuestionInfo[] | undefined;
-    compare?: string | undefined;
-    errors?: string | undefined;
-    usage?: string | undefined;
-    /** The job file as the user named it, for the header. */
-    job?: string | undefined;
-  },
-): Promise<RunReport> {
+export async function runReport(answersPath: string, options: ReportOptions): Promise<RunReport> {
   const earlier = options.compare ? await readEarlier(options.compare, options.questions) : undefined;
   let questions: QuestionInfo[] | undefined = options.questions ?? earlier?.questions;
   let stats: QuestionStats[] = [];

@@ -53,7 +53,7 @@ function nameOf(node: ts.FunctionLikeDeclaration): string {
 }
 
 /** Every function of a source text with its length in lines, and whether a reason stands above it. */
-export function functionsOf(file: string, text: string): Found[] {
+function functionsOf(file: string, text: string): Found[] {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const found: Found[] = [];
   const visit = (node: ts.Node): void => {

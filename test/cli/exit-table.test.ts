@@ -44,49 +44,33 @@ const readOnly = join(dir, "read-only");
 mkdirSync(readOnly, { mode: 0o555 });
 chmodSync(readOnly, 0o555);
 
-/** A command: its line with `input` as its primary input and its outputs in `out`, the flag naming a file it needs, and its output flags. */
+/** A command: its line with `input` as its primary input, the flag naming a file it needs, and its output flags. */
 interface Command {
   name: string;
   /** The primary input it works on when all is well. */
   good: () => string;
-  argv: (input: string, out: string, flagFile?: string) => string[];
+  /** Its line without its outputs; `flagFile` replaces the file its `needs` flag names. */
+  argv: (input: string, flagFile?: string) => string[];
   /** The flag whose file, when missing, is a mistake in the invocation. */
   needs: "--gold" | "--compare" | "--job";
-  /** Its output flags, each with the file name it writes in `out`. */
+  /** Its output flags, each with the file name it writes in the case's folder. */
   outputs: [flag: string, file: string][];
 }
 
-const withOutputs = (outputs: Command["outputs"], out: string) => outputs.flatMap(([flag, file]) => [flag, join(out, file)]);
+const goldFlags = (g: string) => ["--gold", g, "--id-field", "ticket_id", "--allow-unmatched"];
 
 const COMMANDS: Command[] = [
   {
     name: "report",
     good: () => answers,
-    argv: (input, out, compare = answers) => ["report", input, "--compare", compare, ...withOutputs([["-o", "r.html"]], out)],
+    argv: (input, compare = answers) => ["report", input, "--compare", compare],
     needs: "--compare",
     outputs: [["-o", "r.html"]],
   },
   {
     name: "assess",
     good: () => answers,
-    argv: (input, out, g = gold) => [
-      "assess",
-      input,
-      "--gold",
-      g,
-      "--id-field",
-      "ticket_id",
-      "--allow-unmatched",
-      "--bootstrap",
-      "0",
-      ...withOutputs(
-        [
-          ["--html", "a.html"],
-          ["--suspects", "s.csv"],
-        ],
-        out,
-      ),
-    ],
+    argv: (input, g = gold) => ["assess", input, ...goldFlags(g), "--bootstrap", "0"],
     needs: "--gold",
     outputs: [
       ["--html", "a.html"],
@@ -96,46 +80,21 @@ const COMMANDS: Command[] = [
   {
     name: "calibrate",
     good: () => answers,
-    argv: (input, out, g = gold) => [
-      "calibrate",
-      input,
-      "--gold",
-      g,
-      "--id-field",
-      "ticket_id",
-      "--allow-unmatched",
-      "--method",
-      "batch",
-      "--force",
-      ...withOutputs([["-o", "c.json"]], out),
-    ],
+    argv: (input, g = gold) => ["calibrate", input, ...goldFlags(g), "--method", "batch", "--force"],
     needs: "--gold",
     outputs: [["-o", "c.json"]],
   },
   {
     name: "thresholds",
     good: () => answers,
-    argv: (input, _out, g = gold) => ["thresholds", input, "--gold", g, "--id-field", "ticket_id", "--allow-unmatched", "--target-accuracy", "0.5"],
+    argv: (input, g = gold) => ["thresholds", input, ...goldFlags(g), "--target-accuracy", "0.5"],
     needs: "--gold",
     outputs: [],
   },
   {
     name: "labelstudio export",
     good: () => answers,
-    argv: (input, out, j = job) => [
-      "labelstudio",
-      "export",
-      input,
-      "--job",
-      j,
-      ...withOutputs(
-        [
-          ["-o", "t.json"],
-          ["--config", "c.xml"],
-        ],
-        out,
-      ),
-    ],
+    argv: (input, j = job) => ["labelstudio", "export", input, "--job", j],
     needs: "--job",
     outputs: [
       ["-o", "t.json"],
@@ -145,36 +104,15 @@ const COMMANDS: Command[] = [
   {
     name: "labelstudio import",
     good: () => labelled,
-    argv: (input, out, j = job) => ["labelstudio", "import", input, "--job", j, ...withOutputs([["-o", "g.csv"]], out)],
+    argv: (input, j = job) => ["labelstudio", "import", input, "--job", j],
     needs: "--job",
     outputs: [["-o", "g.csv"]],
   },
-  {
-    name: "estimate",
-    good: () => records,
-    argv: (input, _out, j = job) => ["estimate", input, "--job", j],
-    needs: "--job",
-    outputs: [],
-  },
+  { name: "estimate", good: () => records, argv: (input, j = job) => ["estimate", input, "--job", j], needs: "--job", outputs: [] },
   {
     name: "run",
     good: () => records,
-    argv: (input, out, j = job) => [
-      "run",
-      input,
-      "--job",
-      j,
-      "--max-error-rate",
-      "0.5",
-      ...withOutputs(
-        [
-          ["-o", "o.jsonl"],
-          ["--errors", "o.errors.jsonl"],
-          ["--summary-json", "sj.json"],
-        ],
-        out,
-      ),
-    ],
+    argv: (input, j = job) => ["run", input, "--job", j, "--max-error-rate", "0.5"],
     needs: "--job",
     outputs: [
       ["-o", "o.jsonl"],
@@ -183,6 +121,11 @@ const COMMANDS: Command[] = [
     ],
   },
 ];
+
+/** A command's whole line: its primary input, its outputs in `out`, and the file its `needs` flag names. */
+function line(c: Command, input: string, out: string, flagFile?: string): string[] {
+  return [...c.argv(input, flagFile), ...c.outputs.flatMap(([flag, file]) => [flag, join(out, file)])];
+}
 
 let folders = 0;
 /** A fresh folder for one case's outputs, writable by the unprivileged user too (only the read-only folder is refused). */
@@ -222,7 +165,7 @@ describe("one table of exit codes for every command", () => {
   it("each command on good files succeeds (the lines below are right)", async () => {
     for (const c of COMMANDS) {
       const out = folder();
-      const r = await run(c.argv(c.good(), out));
+      const r = await run(line(c, c.good(), out));
       expect(r.code, `${c.name}\n${r.stderr}`).toBe(0);
       // Each output it was given is there.
       for (const [, file] of c.outputs) expect(filesUnder(out), c.name).toContain(file);
@@ -233,7 +176,7 @@ describe("one table of exit codes for every command", () => {
     for (const c of COMMANDS) {
       for (const input of [missing, empty]) {
         const out = folder();
-        const r = await run(c.argv(input, out));
+        const r = await run(line(c, input, out));
         expect(r.code, `${c.name} ${input}\n${r.stderr}`).toBe(6);
         expect(r.stderr, c.name).toMatch(input === missing ? /missing\.jsonl/ : /empty|holds no (records|answers)/);
         expect(r.stderr.trimEnd().split("\n").length, `${c.name}\n${r.stderr}`).toBeLessThanOrEqual(c.name === "run" ? 5 : 1);
@@ -244,7 +187,7 @@ describe("one table of exit codes for every command", () => {
 
   it("a missing --gold, --compare or --job: 2, naming the file", async () => {
     for (const c of COMMANDS) {
-      const r = await run(c.argv(c.good(), folder(), join(dir, "no-such-file.json")));
+      const r = await run(line(c, c.good(), folder(), join(dir, "no-such-file.json")));
       expect(r.code, `${c.name}\n${r.stderr}`).toBe(2);
       expect(r.stderr, c.name).toMatch(/no-such-file\.json/);
     }
@@ -259,7 +202,7 @@ describe("one table of exit codes for every command", () => {
     for (const c of COMMANDS) {
       for (const [file, said] of kinds) {
         const out = folder();
-        const r = await run(c.argv(file, out));
+        const r = await run(line(c, file, out));
         expect(r.code, `${c.name} ${file}\n${r.stderr}`).toBe(2);
         expect(r.stderr, c.name).toMatch(said);
         expect(r.stderr, c.name).toMatch(/not (answers typed-eval wrote|records to answer|a Label Studio export)/);
@@ -279,7 +222,7 @@ describe("one table of exit codes for every command", () => {
         for (const [what, place, said] of bad) {
           mkdirSync(join(dir, "a-directory"), { recursive: true });
           const out = folder();
-          const argv = c.argv(c.good(), out);
+          const argv = line(c, c.good(), out);
           argv[argv.indexOf(join(out, file))] = place;
           const r = what === "a read-only folder" ? await unprivileged(() => run(argv)) : await run(argv);
           const label = `${c.name} ${flag} to ${what}`;
