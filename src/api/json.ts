@@ -32,6 +32,8 @@ export function depthExceededAt(text: string, max: number): number {
 /**
  * Offset of the first JSON syntax error in `text` (run only after JSON.parse
  * failed: V8's messages do not always carry the position).
+ * Long: a recursive-descent scanner whose small closures share one cursor;
+ * split into functions, the cursor would be threaded through every one.
  */
 export function syntaxErrorAt(text: string): number {
   let i = 0;

@@ -147,6 +147,12 @@ export class LockRefusedError extends endingIn("locked") {}
 /** The endpoint is given up on: it refused the key, cannot be reached, or fails record after record. Rerunning resumes. */
 export class EndpointAbort extends endingIn("aborted") {}
 
+/** The command's own input holds nothing to work on (no records, no answers, no tasks): exit 6, as for an absent one. */
+export class NoInputError extends endingIn("no-input") {}
+
+/** Why an input with no records ends in no-input: the one wording every command uses. */
+export const NO_RECORDS = "the input holds no records: check that it is the file you meant";
+
 /** The first records all failed for one reason: nothing later will do better. */
 export class AllFailedError extends endingIn("all-failed") {}
 
@@ -274,7 +280,7 @@ export function decide(facts: RunFacts): Ending {
       reason: `${facts.unfinished} of the ${facts.records} records read have no result in the journal; the journal keeps the others`,
     };
   }
-  if (facts.records === 0 && facts.otherShards === 0) return { verdict: "no-input", reason: "the input holds no records: check that it is the file you meant" };
+  if (facts.records === 0 && facts.otherShards === 0) return { verdict: "no-input", reason: NO_RECORDS };
   if (!facts.written) return { verdict: "internal-error", reason: "the outputs were not written" };
   const { answered, failed } = facts.written;
   if (failed > 0 && answered === 0) return { verdict: "all-failed", reason: facts.sameReason ?? `all ${failed} records failed: see the errors file` };

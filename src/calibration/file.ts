@@ -94,3 +94,34 @@ export function calibrationFor(
   }
   return out;
 }
+
+/** The map in words, each part once: "temperature 1.935", "platt: temperature 1.2, bias ...", "batch: bias ...". */
+export function mapText(q: Pick<FittedQuestion, "method" | "temperature" | "bias">): string {
+  const bias = `bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
+  switch (q.method) {
+    case "none":
+      return "none (no map beat the raw answers on held-out rows)";
+    case "temperature":
+      return `temperature ${q.temperature.toFixed(3)}`;
+    case "platt":
+      return `platt: temperature ${q.temperature.toFixed(3)}, ${bias}`;
+    default:
+      return `${q.method}: ${bias}`;
+  }
+}
+
+/** A fitted question in a few lines for people: its map, its held-out figures, how far it moved the answers. */
+export function describeFit(name: string, q: FittedQuestion): string {
+  const f = (x: number | undefined) => (x === undefined ? "n/a" : x.toFixed(3));
+  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${mapText(q)}`;
+  const cv = q.cross_validation;
+  if (cv) {
+    const none = cv.held_out.none;
+    const chosen = cv.held_out[q.method];
+    line += `\n  held out (${cv.folds}-fold): log loss ${f(none?.log_loss)} -> ${f(chosen?.log_loss)}, ECE ${f(none?.ece)} -> ${f(chosen?.ece)}, Brier ${f(none?.brier)} -> ${f(chosen?.brier)}, accuracy ${f(none?.accuracy)} -> ${f(chosen?.accuracy)}`;
+    const others = Object.entries(cv.held_out).filter(([m]) => m !== "none" && m !== q.method);
+    if (others.length) line += `\n  also tried: ${others.map(([m, h]) => `${m} (log loss ${f(h?.log_loss)}, ECE ${f(h?.ece)})`).join(", ")}`;
+  }
+  if (q.moved !== undefined) line += `\n  moved the mean label distribution by ${(q.moved * 100).toFixed(1)}% (total variation)`;
+  return line;
+}

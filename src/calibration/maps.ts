@@ -101,6 +101,8 @@ export function fitData(p: Float64Array, y: Int32Array, k: number): FitData {
  * (a, b): it is multinomial logistic regression on the features log p. A
  * small ridge on b (weight 1/n) keeps a label that never occurs in the gold
  * from running its bias to minus infinity.
+ * Long: one Newton iteration with its gradient, Hessian, solve and line
+ * search over shared buffers; the steps read as one algorithm, in order.
  */
 export function fitMap(data: FitData, method: "temperature" | "platt", rows?: Int32Array): { temperature: number; bias: number[] } {
   const { k, logp, y } = data;

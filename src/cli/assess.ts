@@ -1,8 +1,5 @@
-import { setFlagsFromString } from "node:v8";
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
-import { loadJob } from "../records/job.js";
-import { type QuestionInfo, unitInfos } from "../quality/answers.js";
 import { type Assessment, describeAssessment, joinGold, parseConditions } from "../quality/assess.js";
 import { describeThresholds, thresholds } from "../quality/thresholds.js";
 import { displayPath } from "../quality/html.js";
@@ -16,23 +13,7 @@ import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
 import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
-
-/**
- * Streaming a million answers and gold rows makes garbage faster than V8
- * returns it: a 1,000,000-row assessment peaked at 465 MiB around about
- * 200 MiB of live data. This flag, read at every collection (as `run` sets
- * it), keeps the heap near its live size.
- */
-export function favourSize(): void {
-  setFlagsFromString("--optimize-for-size");
-}
-
-/** The questions of a job file, for the quality commands (option order and level texts). */
-export function jobQuestions(path: string | undefined): { questions: QuestionInfo[] | undefined; idField: string | undefined } {
-  if (!path) return { questions: undefined, idField: undefined };
-  const job = loadJob(path);
-  return { questions: unitInfos(job.questions), idField: job.id };
-}
+import { favourSize, jobQuestions } from "./quality-setup.js";
 
 /** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
 function withGoldOptions<T>(y: Argv<T>) {
@@ -87,10 +68,12 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     favourSize();
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     checkGate(conditions, { gold: true, compare: args.compare !== undefined, command: "assess" });
-    if (args.html) checkWritable(args.html, "--html");
-    const { questions, idField } = jobQuestions(args.job);
     if (args["suspects-method"] !== undefined && args.suspects === undefined)
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
+    // Every file it writes is checked before a row is read: a night's assessment is never computed to be lost at the end.
+    if (args.html) checkWritable(args.html, "--html");
+    if (args.suspects) checkWritable(args.suspects, "--suspects");
+    const { questions, idField } = jobQuestions(args.job);
     const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;
     const measured = await measure({
       answers: args.answers,

@@ -1,115 +1,18 @@
-import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
-import { existsSync, readFileSync } from "node:fs";
+/** `typed-eval calibrate`: parses the options, hands them to the workflow (quality/calibrate.ts), writes the file, prints the fit. */
 import type { Argv, CommandModule } from "yargs";
+import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import { loadJob } from "../records/job.js";
-import { isSummary } from "../records/usage.js";
-import { readAnswers, type QuestionInfo } from "../quality/answers.js";
-import { joinGold, Rows } from "../quality/assess.js";
-import type { CalibrationFile, FittedQuestion } from "../calibration/file.js";
-import { favourSize, jobQuestions } from "./assess.js";
-import { classify, VerdictError } from "../api/verdict.js";
-import { UsageError } from "./exit.js";
-import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
-import { checkWritable, writeFileAtomic } from "./files.js";
+import { describeFit } from "../calibration/file.js";
+import { CALIBRATION_METHODS, calibrateAnswers, fitsOnGold } from "../quality/calibrate.js";
+import { openEvaluator } from "../runner/prepare.js";
+import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
+import { UsageError } from "./exit.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
+import { modelOpener } from "./job-options.js";
 import { withModelOptions } from "./model-options.js";
-import type { ArgsOf } from "./args.js";
-import { openEvaluator } from "../runner/prepare.js";
-import { modelOpener } from "./run.js";
-import { batchFlattens, movement } from "../calibration/maps.js";
-import { batchQuestion, contextualMaps } from "../calibration/label-free.js";
-import { fitQuestion } from "../quality/calibrate.js";
-
-const METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
-
-/** The model identity and versioned id a run's answers came from, from the usage summary beside them. */
-function answersIdentity(answers: string): { identity: string | null; model: string | null } {
-  const path = `${answers}.usage.json`;
-  if (!existsSync(path)) return { identity: null, model: null };
-  try {
-    const json: unknown = JSON.parse(readFileSync(path, "utf8"));
-    if (isSummary(json)) return { identity: json.model_identity ?? null, model: json.model };
-  } catch {
-    // Unreadable: treated as unknown, and said so below.
-  }
-  return { identity: null, model: null };
-}
-
-/** Every answered row's distributions (raw when the run calibrated), for the methods that need no gold. */
-async function allRows(answers: string, questions: QuestionInfo[] | undefined): Promise<{ questions: QuestionInfo[]; rows: Map<string, Rows> }> {
-  let found = questions;
-  const rows = new Map<string, Rows>();
-  for await (const row of await readAnswers(answers, { questions, onQuestions: (q) => (found = q) })) {
-    for (const q of found ?? []) {
-      let r = rows.get(q.name);
-      if (!r) rows.set(q.name, (r = new Rows(q.labels.length)));
-      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1, row.id);
-    }
-  }
-  return { questions: found ?? [], rows };
-}
-
-/** Each label's share of a question's gold rows. */
-function labelShares(rows: Rows): number[] {
-  const count = new Array<number>(rows.k).fill(0);
-  for (let i = 0; i < rows.n; i++) count[rows.y[i] as number]! += 1;
-  return count.map((c) => c / rows.n);
-}
-
-/** The map in words, each part once: "temperature 1.935", "platt: temperature 1.2, bias ...", "batch: bias ...". */
-export function mapText(q: Pick<FittedQuestion, "method" | "temperature" | "bias">): string {
-  const bias = `bias ${q.bias.map((b) => b.toFixed(2)).join(" ")}`;
-  switch (q.method) {
-    case "none":
-      return "none (no map beat the raw answers on held-out rows)";
-    case "temperature":
-      return `temperature ${q.temperature.toFixed(3)}`;
-    case "platt":
-      return `platt: temperature ${q.temperature.toFixed(3)}, ${bias}`;
-    default:
-      return `${q.method}: ${bias}`;
-  }
-}
-
-function describeFit(name: string, q: FittedQuestion): string {
-  const f = (x: number | undefined) => (x === undefined ? "n/a" : x.toFixed(3));
-  let line = `${name} (${q.type}${q.rows !== undefined ? `, ${q.rows} rows` : ""}): ${mapText(q)}`;
-  const cv = q.cross_validation;
-  if (cv) {
-    const none = cv.held_out.none;
-    const chosen = cv.held_out[q.method];
-    line += `\n  held out (${cv.folds}-fold): log loss ${f(none?.log_loss)} -> ${f(chosen?.log_loss)}, ECE ${f(none?.ece)} -> ${f(chosen?.ece)}, Brier ${f(none?.brier)} -> ${f(chosen?.brier)}, accuracy ${f(none?.accuracy)} -> ${f(chosen?.accuracy)}`;
-    const others = Object.entries(cv.held_out).filter(([m]) => m !== "none" && m !== q.method);
-    if (others.length) line += `\n  also tried: ${others.map(([m, h]) => `${m} (log loss ${f(h?.log_loss)}, ECE ${f(h?.ece)})`).join(", ")}`;
-  }
-  if (q.moved !== undefined) line += `\n  moved the mean label distribution by ${(q.moved * 100).toFixed(1)}% (total variation)`;
-  return line;
-}
-
-/**
- * Contextual calibration's remote failures as one line and the exit code a
- * scheduler acts on: 3 (rerun later) when the endpoint is down, busy or
- * refuses the key, 2 when it rejects the request itself (the job or flags
- * need fixing).
- */
-function remoteFailure(error: TypedEvalError, where: string, keyEnv: string): VerdictError {
-  const why = `contextual calibration asked ${where} the content-free states`;
-  // The verdict (aborted, resumable; or the request's own fault) is the classifier's; the words say what to do here.
-  const { verdict } = classify(error, "command");
-  if (error instanceof UpstreamUnavailableError)
-    return new VerdictError(verdict, `${why} and got no answer (${error.message}): check --base-url and that the endpoint is up, then rerun`);
-  if (error instanceof AuthenticationError || error instanceof PermissionDeniedError)
-    return new VerdictError(
-      verdict,
-      `${why}; it refused the key in $${keyEnv} (HTTP ${error.status}: ${error.message}): set it, or --api-key-env, to a key it accepts`,
-    );
-  if (error.retryable) return new VerdictError(verdict, `${why}; it failed with HTTP ${error.status} (${error.message}): rerun later`);
-  return new VerdictError(
-    verdict,
-    `${why}; it rejected the request with HTTP ${error.status} (${error.message}): check that --job and the model name match what the endpoint serves`,
-  );
-}
+import { favourSize, jobQuestions } from "./quality-setup.js";
 
 function withCalibrateOptions<T>(y: Argv<T>) {
   return withModelOptions(y)
@@ -121,7 +24,7 @@ function withCalibrateOptions<T>(y: Argv<T>) {
     })
     .option("job", { alias: "j", type: "string", describe: "the job file (needed by contextual; gives option order and the id field)" })
     .option("method", {
-      choices: METHODS,
+      choices: CALIBRATION_METHODS,
       default: "auto" as const,
       describe: "auto: the best of temperature and platt by held-out log loss; batch and contextual need no gold",
     })
@@ -148,112 +51,52 @@ function withCalibrateOptions<T>(y: Argv<T>) {
     );
 }
 
+type CalibrateArgs = ArgsOf<typeof withCalibrateOptions>;
+
+/** Contextual calibration's job and how to open the evaluator that answered, from the options. */
+function contextualOf(args: CalibrateArgs) {
+  if (args.method !== "contextual" || !args.job) return undefined;
+  const job = loadJob(args.job);
+  if (args.model !== "default") job.model = args.model;
+  const endpoint = {
+    baseUrl: args["base-url"],
+    apiKeyEnv: args["api-key-env"],
+    noApiKey: args["api-key"] === false,
+    timeoutSeconds: args.timeout,
+    modelsFile: args["models-file"],
+    jobFile: args.job,
+  };
+  const open = async () => (await openEvaluator(endpoint, job, modelOpener(args))).evaluator;
+  return { job, open, where: args["base-url"] ?? "the model", keyEnv: args["api-key-env"] };
+}
+
 /** `typed-eval calibrate`: fit a calibration from gold labels (or without them) for `run --calibration`. */
-export const calibrateCommand: CommandModule<object, ArgsOf<typeof withCalibrateOptions>> = {
+export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
   command: "calibrate <answers>",
   describe: "Fit a calibration on a run's answers (gold labels, or batch/contextual without them) for run --calibration",
   builder: withCalibrateOptions,
   handler: async (args) => {
-    const fitted = args.method === "auto" || args.method === "temperature" || args.method === "platt";
-    if (fitted && !args.gold)
+    if (fitsOnGold(args.method) && !args.gold)
       throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
     if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");
     checkWritable(args.output, "--output");
     favourSize();
     const { questions, idField } = jobQuestions(args.job);
-    let { identity, model } = answersIdentity(args.answers);
-    const warnings: string[] = [];
-    const out: CalibrationFile = {
-      kind: "typed-eval.calibration",
-      version: 1,
-      identity,
-      model,
-      created: new Date().toISOString(),
-      fitted_on: { answers: args.answers, ...(args.gold ? { gold: args.gold } : {}) },
-      questions: {},
-    };
-    if (fitted) {
-      const joined = await joinGold(args.answers, args.gold as string, {
-        questions,
-        idField: args["id-field"],
-        jobIdField: idField,
-        raw: true,
-        allowUnmatched: args["allow-unmatched"],
-      });
-      for (const q of joined.questions) {
-        const rows = joined.rows.get(q.name) as Rows;
-        if (rows.n === 0) continue;
-        out.questions[q.name] = fitQuestion(q, rows, { method: args.method as "auto" | "temperature" | "platt", folds: args.folds, seed: args.seed });
-      }
-    } else if (args.method === "batch") {
-      const all = await allRows(args.answers, questions);
-      // Gold labels, when given, say whether a question's skew is real.
-      const gold = args.gold
-        ? await joinGold(args.answers, args.gold, { questions, idField: args["id-field"], jobIdField: idField, allowUnmatched: args["allow-unmatched"] })
-        : undefined;
-      const flattened: string[] = [];
-      for (const q of all.questions) {
-        const rows = all.rows.get(q.name);
-        if (!rows || rows.n === 0) continue;
-        const fitted = batchQuestion(q, rows.scored().p, q.labels.length);
-        const goldRows = gold?.rows.get(q.name);
-        const goldShares = goldRows && goldRows.n > 0 ? labelShares(goldRows) : undefined;
-        const why = batchFlattens(q.name, fitted.shares_before ?? [], fitted.shares_after ?? [], goldShares);
-        if (why) flattened.push(why);
-        out.questions[q.name] = fitted;
-      }
-      if (flattened.length > 0 && !args.force) {
-        throw new UsageError(
-          `${flattened.join("; ")}; nothing written: ${args.gold ? "leave such a question out of batch calibration" : "pass --gold with labels to check the skew against"}, or --force to write it anyway`,
-        );
-      }
-      for (const why of flattened) warnings.push(`warning: ${why} (written anyway: --force)`);
-    } else {
-      const job = loadJob(args.job as string);
-      if (args.model !== "default") job.model = args.model;
-      const endpoint = {
-        baseUrl: args["base-url"],
-        apiKeyEnv: args["api-key-env"],
-        noApiKey: args["api-key"] === false,
-        timeoutSeconds: args.timeout,
-        modelsFile: args["models-file"],
-        jobFile: args.job as string,
-      };
-      const { evaluator } = await openEvaluator(endpoint, job, modelOpener(args));
-      try {
-        const runIdentity = evaluator.identity(job.model);
-        if (identity !== null && identity !== runIdentity) {
-          throw new UsageError(
-            `${args.answers} came from ${identity}, but the model asked here is ${runIdentity}: contextual calibration must ask the model that answered`,
-          );
-        }
-        identity = runIdentity;
-        out.identity = identity;
-        let maps: Awaited<ReturnType<typeof contextualMaps>>["maps"];
-        try {
-          ({ maps } = await contextualMaps(
-            job.questions,
-            async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers,
-          ));
-        } catch (error) {
-          if (!(error instanceof TypedEvalError)) throw error;
-          throw remoteFailure(error, args["base-url"] ?? "the model", args["api-key-env"]);
-        }
-        const all = await allRows(args.answers, questions);
-        for (const [name, map] of Object.entries(maps)) {
-          const rows = all.rows.get(name);
-          out.questions[name] = rows && rows.n > 0 ? { ...map, rows: rows.n, ...movement(rows.scored().p, rows.k, map) } : map;
-        }
-      } finally {
-        await evaluator.close();
-      }
-    }
-    if (Object.keys(out.questions).length === 0) throw new UsageError("nothing to calibrate: no question has rows");
-    writeFileAtomic(args.output, `${JSON.stringify(out, null, 2)}\n`);
-    const lines = [...Object.entries(out.questions).map(([name, q]) => describeFit(name, q)), ...warnings];
-    if (identity === null)
-      lines.push(`warning: no model identity is known for ${args.answers} (no usage file beside it): run --calibration will need --force-calibration`);
-    lines.push(`calibration: ${args.output}`);
+    const { file, warnings } = await calibrateAnswers({
+      answers: args.answers,
+      gold: args.gold,
+      method: args.method,
+      folds: args.folds,
+      seed: args.seed,
+      questions,
+      idField: args["id-field"],
+      jobIdField: idField,
+      allowUnmatched: args["allow-unmatched"],
+      force: args.force,
+      contextual: contextualOf(args),
+    });
+    writeFileAtomic(args.output, `${JSON.stringify(file, null, 2)}\n`);
+    const lines = [...Object.entries(file.questions).map(([name, q]) => describeFit(name, q)), ...warnings, `calibration: ${args.output}`];
     process.stdout.write(`${lines.join("\n")}\n`);
   },
 };

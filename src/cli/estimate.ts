@@ -3,8 +3,9 @@ import type { Argv, CommandModule } from "yargs";
 import { cliLogger } from "./logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { prepareJob } from "../runner/prepare.js";
-import { jobSettings, modelOpener, withJobOptions } from "./run.js";
+import { jobSettings, modelOpener, withJobOptions } from "./job-options.js";
 import type { ArgsOf } from "./args.js";
+import { NO_RECORDS, NoInputError } from "../api/verdict.js";
 
 function withEstimateOptions<T>(y: Argv<T>) {
   return withJobOptions(y).option("json", { type: "boolean", default: false, describe: "print JSON" });
@@ -22,6 +23,8 @@ export const estimateCommand: CommandModule<object, ArgsOf<typeof withEstimateOp
     const { job, source, evaluator, shard, price } = await prepareJob({ ...jobSettings(args), noApiKey: true }, cliLogger(), modelOpener(args));
     const estimate = await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps });
     await evaluator.close();
+    // As `run` ends on an input with no records: no-input, exit 6, which a scheduler may map to skipped.
+    if (estimate.records === 0) throw new NoInputError(NO_RECORDS);
     process.stdout.write(args.json ? `${JSON.stringify(estimate, null, 2)}\n` : `${describeEstimate(estimate)}\n`);
   },
 };

@@ -1,6 +1,6 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { SourceError } from "../api/verdict.js";
+import { NoInputError, SourceError } from "../api/verdict.js";
 
 /**
  * Whether a file argument means stdin. yargs-parser turns a lone "-" into an
@@ -27,4 +27,11 @@ export async function readInput(file: string | boolean | undefined): Promise<str
 export function requireInput(file: string | boolean | undefined, what: string): void {
   if (isStdin(file) || String(file).startsWith("s3://")) return;
   if (!existsSync(String(file))) throw new SourceError(`no such ${what}: ${String(file)}`, { absent: true });
+}
+
+/** A command's own input that is there but empty (zero bytes): nothing to work on, exit 6 as for an absent one. */
+export function requireContent(file: string | boolean | undefined, what: string): void {
+  if (isStdin(file) || String(file).startsWith("s3://")) return;
+  if (statSync(String(file), { throwIfNoEntry: false })?.size === 0)
+    throw new NoInputError(`the ${what} ${String(file)} is empty: check that it is the file you meant`);
 }

@@ -7,18 +7,10 @@ import { env } from "../api/env.js";
 import { checkWritable } from "./files.js";
 import { durationRule, inWords } from "./duration.js";
 import { ModelRegistry } from "../models/registry.js";
+import { accountsFileOption } from "./accounts-option.js";
 
 /** What every change says about a running server. */
 const NOTICE = "a running `serve` follows the file within --accounts-reload (1s by default), or at once on SIGHUP";
-
-/** The accounts file option shared by `serve` and `keys`. */
-export function accountsFileOption<T>(y: Argv<T>) {
-  return y.option("accounts-file", {
-    type: "string",
-    default: env("TYPED_EVAL_ACCOUNTS_FILE"),
-    describe: "accounts and key hashes ($TYPED_EVAL_ACCOUNTS_FILE)",
-  });
-}
 
 function withCreateOptions<T>(y: Argv<T>) {
   return accountsFileOption(y)

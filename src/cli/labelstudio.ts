@@ -2,9 +2,10 @@ import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { loadJob } from "../records/job.js";
 import { unitInfos } from "../quality/answers.js";
-import { requireInput } from "./input.js";
+import { requireContent, requireInput } from "./input.js";
+import { refuseOtherKinds } from "../records/file-kind.js";
 import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
-import { writeFileAtomic } from "./files.js";
+import { checkWritable, writeFileAtomic } from "./files.js";
 
 function withExportOptions<T>(y: Argv<T>) {
   return y
@@ -27,6 +28,8 @@ const exportCommand: CommandModule<object, ArgsOf<typeof withExportOptions>> = {
   describe: "Write a review file as Label Studio tasks, the model's answers as pre-annotations",
   builder: withExportOptions,
   handler: async (args) => {
+    checkWritable(args.output, "--output");
+    if (args.config) checkWritable(args.config, "--config");
     const job = loadJob(args.job);
     // Everything is built before anything is written: a bad row leaves no file behind.
     const config = labelingConfig(job);
@@ -57,6 +60,9 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
   builder: withImportOptions,
   handler: async (args) => {
     requireInput(args.export, "Label Studio export");
+    requireContent(args.export, "Label Studio export");
+    refuseOtherKinds(args.export, ["Label Studio export"], "a Label Studio export");
+    checkWritable(args.output, "--output");
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
     writeFileAtomic(args.output, goldCsv(gold), "--output");

@@ -2,6 +2,7 @@
 import type { Argv } from "yargs";
 import type { ModelRouter } from "../evaluator/router.js";
 import { openModels, DEFAULT_CONTEXT } from "../evaluator/factory.js";
+import { CONTEXT_STEP } from "../engines/llama.js";
 import { ModelRegistry } from "../models/registry.js";
 import { progressBar } from "./progress.js";
 import { numeric } from "./checks.js";
@@ -37,7 +38,7 @@ export function withModelOptions<T>(y: Argv<T>) {
       "context-size",
       numeric(
         "context-size",
-        { integer: true, min: 64, max: 1_048_576 },
+        { integer: true, min: CONTEXT_STEP, max: 1_048_576 },
         { describe: `tokens per sequence (default: the model's, at most ${DEFAULT_CONTEXT})` },
       ),
     );

@@ -10,7 +10,7 @@ import { DRIFT_METRICS } from "../quality/metric-table.js";
 import { pct, tally } from "../quality/numbers.js";
 import { qualityPage } from "../quality/pages.js";
 import { describeVerdict } from "../quality/verdict.js";
-import { favourSize, jobQuestions } from "./assess.js";
+import { favourSize, jobQuestions } from "./quality-setup.js";
 import { numeric } from "./checks.js";
 import { GateFailedError } from "../api/verdict.js";
 import { checkWritable, writeFileAtomic } from "./files.js";

@@ -2,16 +2,13 @@
 import { setFlagsFromString } from "node:v8";
 import { setStorageRetry, STORAGE_RETRY_MS } from "../records/s3.js";
 import type { Argv, CommandModule } from "yargs";
-import { DEFAULT_TIMEOUT_MS } from "../evaluator/remote.js";
 import type { Logger } from "../logging/logger.js";
 import { cliLogger } from "./logger.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { parseShare } from "../records/job.js";
-import { parseShard } from "../runner/input/requests.js";
 import { describe as describeUsage } from "../records/usage.js";
-import { BASE_URL_ENV, firstPrompt, prepareJob, type JobSettings, type OpenModel } from "../runner/prepare.js";
-import { RUN_DEFAULTS, runLifecycle, type RunEnd, type RunProgress, type RunRequest } from "../runner/run.js";
-import { DEFAULT_LIMITS } from "../runner/send/limiter.js";
+import { firstPrompt, prepareJob } from "../runner/prepare.js";
+import { RUN_DEFAULTS, runLifecycle, type RunOutcome, type RunProgress, type RunInvocation } from "../runner/run.js";
 import { S3_FLUSH_MS } from "../runner/state/s3-journal.js";
 import { exitCodeOf, VERDICTS, verdictLine } from "../api/verdict.js";
 import { endNow, Told } from "./boundary.js";
@@ -19,79 +16,8 @@ import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
-import { isStdin } from "./input.js";
-import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
-import { bundledJobs } from "../records/bundled-jobs.js";
-
-/** Options shared by `run` and `estimate`, declared once: their types are `JobArgs`. */
-export function withJobOptions<T>(y: Argv<T>) {
-  return withModelOptions(
-    y
-      .positional("input", {
-        type: "string",
-        demandOption: true,
-        describe: "JSONL or CSV (optionally .gz) or Parquet: a path, - for stdin (not Parquet), s3://bucket/key or s3://bucket/prefix/",
-      })
-      .option("job", {
-        alias: "j",
-        type: "string",
-        demandOption: true,
-        describe: `job file (questions, model, state and id fields), or a bundled job's name when no such file exists: ${bundledJobs().join(", ")}`,
-      })
-      .option("format", {
-        choices: ["jsonl", "csv", "parquet"] as const,
-        describe: "input format (default: from the extension, .csv, .parquet, else JSONL; under an S3 prefix, each key's own)",
-      })
-      .option("base-url", {
-        type: "string",
-        defaultDescription: `$${BASE_URL_ENV}`,
-        describe: "a remote /v1/systemone endpoint instead of the embedded model",
-      })
-      .option("api-key-env", { type: "string", default: "TYPED_EVAL_API_KEY", describe: "environment variable holding the remote endpoint's key" })
-      .option("api-key", {
-        type: "boolean",
-        default: true,
-        describe: "--no-api-key: the remote endpoint needs no key (without it, a remote run with the key's variable unset stops at the check)",
-      })
-      .option("rpm", numeric("rpm", { above: 0 }, { default: DEFAULT_LIMITS.requestsPerMinute, describe: "requests per minute allowed" }))
-      .option("tps", numeric("tps", { above: 0 }, { default: DEFAULT_LIMITS.tokensPerSecond, describe: "input tokens per second allowed" }))
-      .option(
-        "concurrency",
-        numeric("concurrency", { integer: true, min: 1, max: 10_000 }, { describe: "requests in flight (default: 4 embedded, 32 remote)" }),
-      )
-      .option(
-        "timeout",
-        duration(
-          "timeout",
-          { above: 0 },
-          { default: `${DEFAULT_TIMEOUT_MS / 1000}s`, describe: "how long to wait for an answer before the attempt counts as failed" },
-        ),
-      )
-      .option("shard", { type: "string", coerce: shardText, describe: "process shard i of n (i/n, 1-based): a deterministic 1/n of the records" })
-      .option("price", numeric("price", { min: 0 }, { describe: "USD per million input tokens (default: the registry's, or 0.042 for remote models)" }))
-      .option("limit", numeric("limit", { integer: true, min: 1 }, { describe: "only the first N records (try a job before a night's run)" }))
-      .option(
-        "sample",
-        numeric("sample", { integer: true, min: 1 }, { describe: "only a random N records, the same for the same --seed (reads the whole input)" }),
-      )
-      .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of --sample" }))
-      .conflicts("limit", "sample"),
-  );
-}
-
-export type JobArgs = ArgsOf<typeof withJobOptions>;
-
-/** Checks `--shard` when it is parsed, so a bad one is a one-line usage error; keeps the text (it names the journal). */
-function shardText(value: unknown): string {
-  if (Array.isArray(value)) throw new UsageError("--shard is given more than once; give it once, as i/n");
-  try {
-    parseShard(String(value));
-  } catch {
-    throw new UsageError(`--shard takes i/n with 1 <= i <= n, such as 2/3 (the second of three shards), not ${JSON.stringify(value)}`);
-  }
-  return String(value);
-}
+import { jobSettings, modelOpener, withJobOptions } from "./job-options.js";
 
 /** A share option (5% or 0.05), checked when it is parsed. */
 function shareOf(flag: string) {
@@ -103,7 +29,10 @@ function shareOf(flag: string) {
   };
 }
 
-/** The options of `run`, declared once: their types are `RunArgs`. */
+/**
+ * The options of `run`, declared once: their types are `RunArgs`.
+ * Long: one declaration per flag, in the order `--help` shows them; split, a flag's type and its help would live apart.
+ */
 function withRunOptions<T>(y: Argv<T>) {
   return withJobOptions(y)
     .option("output", {
@@ -201,34 +130,6 @@ function withRunOptions<T>(y: Argv<T>) {
 
 type RunArgs = ArgsOf<typeof withRunOptions>;
 
-/** The settings of a job from its options, for `run` and `estimate`: the runner reads environment defaults, not the CLI. */
-export function jobSettings(args: JobArgs & { "api-key"?: boolean }): JobSettings {
-  // yargs turns a lone "-" into "": both mean stdin.
-  if (isStdin(args.input)) args.input = "-";
-  return {
-    input: args.input,
-    jobFile: args.job,
-    format: args.format,
-    model: args.model,
-    modelsFile: args["models-file"],
-    baseUrl: args["base-url"],
-    apiKeyEnv: args["api-key-env"],
-    noApiKey: args["api-key"] === false,
-    timeoutSeconds: args.timeout,
-    shard: args.shard,
-    price: args.price,
-    concurrency: args.concurrency,
-    limit: args.limit,
-    sample: args.sample,
-    seed: args.seed,
-  };
-}
-
-/** How a command opens the embedded model a job names. */
-export function modelOpener(args: ModelArgs): OpenModel {
-  return (model) => openModelFromArgs({ ...args, model }, { announce: true });
-}
-
 /** `--print-prompt` and `--dry-run`: no run, no lock, nothing paid. */
 async function preview(args: RunArgs, logger: Logger): Promise<void> {
   // Nothing is sent: a remote endpoint's key is not needed to preview.
@@ -243,7 +144,7 @@ async function preview(args: RunArgs, logger: Logger): Promise<void> {
 }
 
 /** The lifecycle's request from the options. */
-function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress: RunRequest["onProgress"]): RunRequest {
+function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress: RunInvocation["onProgress"]): RunInvocation {
   if (args.output === "") args.output = "-";
   return {
     settings: jobSettings(args),
@@ -336,7 +237,7 @@ function progressReporter(logger: Logger) {
 }
 
 /** What a run's end prints: the usage, and where the outputs are, or the verdict's line. */
-function printEnd(end: RunEnd): void {
+function printEnd(end: RunOutcome): void {
   const summary = end.summary.this_run ? `${describeUsage(end.summary)}\n` : "";
   if (!end.written) {
     process.stderr.write(`${verdictLine(end)}${summary}`);
@@ -363,7 +264,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
     if (args["print-prompt"] || args["dry-run"]) return preview(args, logger);
     const signals = listenForSignals(logger, args.grace);
     const progress = progressReporter(logger);
-    let end: RunEnd;
+    let end: RunOutcome;
     try {
       end = await runLifecycle(runRequest(args, logger, signals, progress.onProgress));
     } finally {

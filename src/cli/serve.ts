@@ -15,7 +15,7 @@ import { duration } from "./duration.js";
 import { AliasError } from "../evaluator/router.js";
 import { openModelFromArgs, withModelOptions } from "./model-options.js";
 import type { ArgsOf } from "./args.js";
-import { accountsFileOption } from "./keys.js";
+import { accountsFileOption } from "./accounts-option.js";
 
 /** How the server runs: its queue, bodies, reloads, drain and metrics port. */
 function withOperationOptions<T>(y: Argv<T>) {

@@ -107,6 +107,18 @@ async function loadLlama(gpu: GpuChoice, threads: number): Promise<Llama> {
   }
 }
 
+/**
+ * The smallest context llama.cpp makes, and the step it rounds every size up
+ * to (node-llama-cpp's `contextSizePad`, from `GGML_PAD` in llama.cpp's
+ * context): a smaller `contextSize` would be raised to it without a word.
+ */
+export const CONTEXT_STEP = 256;
+
+/** The context size llama.cpp makes for a request of `tokens`: a whole number of steps. */
+export function contextSizeFor(tokens: number): number {
+  return Math.max(CONTEXT_STEP, Math.ceil(tokens / CONTEXT_STEP) * CONTEXT_STEP);
+}
+
 export interface LlamaEngineOptions {
   modelPath: string;
   /** llama.cpp backend; default "auto" (a GPU when a GPU build loads, else the CPU). */
@@ -286,6 +298,11 @@ export class LlamaEngine implements Engine {
 
   /** Loads a GGUF model with a prebuilt llama.cpp binary (never building from source), on the backend `gpu` chooses. */
   static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
+    // Refused, not raised: a run told 64 would otherwise hold 256 and fail every record it thought would fit.
+    if (options.contextSize !== undefined && options.contextSize < CONTEXT_STEP)
+      throw new InvocationError(
+        `--context-size ${options.contextSize} is below the smallest context llama.cpp makes (${CONTEXT_STEP} tokens); pass ${CONTEXT_STEP} or more`,
+      );
     const threads = options.threads ?? env("TYPED_EVAL_THREADS") ?? availableParallelism();
     const sequences = options.sequences ?? 4;
     const chunkTokens = options.chunkTokens ?? 512;

@@ -3,7 +3,20 @@
  * runner and the server never know whether the answers come from an embedded
  * model or a remote endpoint.
  */
-import type { EvaluatorRequest, EvaluatorResponse, ModelMetadata } from "../api/schema.js";
+import { UnprocessableEntityError } from "../api/errors.js";
+import type { EvaluatorRequest, EvaluatorResponse, ModelMetadata, ValidationErrorItem } from "../api/schema.js";
+
+/** A request that does not fit the model's context window (a 422): how many tokens it needs, and the window it was held to. */
+export class ContextTooSmallError extends UnprocessableEntityError {
+  constructor(
+    detail: ValidationErrorItem[],
+    /** Tokens the deepest of its questions needs: the prefix, the question and its longest label. */
+    readonly need: number,
+    readonly window: number,
+  ) {
+    super(detail);
+  }
+}
 
 export interface EvaluateOptions {
   signal?: AbortSignal;

@@ -7,7 +7,7 @@ import { UnprocessableEntityError } from "../api/errors.js";
 import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.js";
 import type { Answer, EvaluatorRequest, ModelMetadata, Question, Usage, ValidationErrorItem } from "../api/schema.js";
 import type { Engine, ScoreTask, Token } from "../engines/engine.js";
-import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+import { ContextTooSmallError, type EvaluateOptions, type Evaluation, type Evaluator } from "./evaluator.js";
 import { renderPrefix, renderQuestion, renderState, renderSystem, systemText, type ChatTemplate, type Segment } from "./prompt.js";
 import { labelDistribution, labelMass } from "./readout.js";
 import { joinUnits, kindOf, unitsOf } from "../questions/index.js";
@@ -166,6 +166,8 @@ export class LocalEvaluator implements Evaluator {
       });
     }
     const window = this.engine.contextSize;
+    let need = 0;
+    let overWindow = 0;
     tasks.forEach((task, i) => {
       const name = names[i] as string;
       const withQuestion = prefixLength + task.suffix.length;
@@ -178,6 +180,8 @@ export class LocalEvaluator implements Evaluator {
           ctx: { field_type: "Tokens", max_length: MAX_LONGEST_QUESTION_TOKENS, actual_length: withQuestion },
         });
       } else if (deepest > window) {
+        need = Math.max(need, deepest);
+        overWindow++;
         errors.push({
           type: "too_long",
           loc: ["body", "questions", name],
@@ -186,7 +190,10 @@ export class LocalEvaluator implements Evaluator {
         });
       }
     });
-    if (errors.length > 0) throw new UnprocessableEntityError(errors);
+    if (errors.length === 0) return;
+    // Only the window is too small: a bigger context would take it, and the caller may say how big.
+    if (need > 0 && errors.length === overWindow) throw new ContextTooSmallError(errors, need, window);
+    throw new UnprocessableEntityError(errors);
   }
 
   async evaluate(request: EvaluatorRequest, options: EvaluateOptions = {}): Promise<Evaluation> {

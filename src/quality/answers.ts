@@ -11,9 +11,10 @@ import { formatOf, openLocalSource, type InputFormat } from "../records/sources.
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
 import { isS3 } from "../records/s3.js";
-import { StorageError, SourceError } from "../api/verdict.js";
+import { NoInputError, StorageError, SourceError } from "../api/verdict.js";
 import { InvocationError } from "../api/errors.js";
 import { valueAt } from "../records/source.js";
+import { refuseOtherKinds } from "../records/file-kind.js";
 
 export { infoOf, unitInfos, type QuestionInfo } from "../questions/index.js";
 
@@ -141,7 +142,11 @@ export async function openFile(path: string, format: InputFormat, what: string, 
   }
 }
 
-/** Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file. */
+/**
+ * Reads an answers file row by row. `questions` comes from the job file, or is discovered from the file.
+ * Long: the row reader is one generator over every format's row (flat columns or an answers object), run once per row
+ * of a night's answers; split, each row would cross a call per question and format.
+ */
 export async function readAnswers(
   path: string,
   options: {
@@ -153,12 +158,16 @@ export async function readAnswers(
   },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = formatOf(path, options.format);
+  refuseOtherKinds(path, ["answers"], "answers typed-eval wrote");
   const source = await openFile(path, format, "answers", !options.secondary);
   let questions = options.questions;
   let notify = options.onQuestions;
+  let read = 0;
+  // Long: as readAnswers says, one generator for every format's row.
   async function* rows(): AsyncGenerator<AnswerRow> {
     try {
       for await (const item of source.items) {
+        read++;
         const where = `${path} line ${item.line}`;
         if ("error" in item) throw new QualityInputError(`${where}: ${item.error}`);
         if (!isObject(item.record)) throw new QualityInputError(`${where}: not an object`);
@@ -218,6 +227,9 @@ export async function readAnswers(
       if (error instanceof SourceError) throw new QualityInputError(error.message);
       throw error;
     }
+    // The command's own answers with no row: nothing to work on, exit 6 as for an absent file; an empty --compare is a mistake in a flag.
+    if (read === 0 && !options.secondary) throw new NoInputError(`${path} holds no answers: check that it is the file you meant`);
+    if (read === 0) throw new QualityInputError(`${path} holds no answers`);
   }
   return rows();
 }
@@ -258,6 +270,8 @@ function field(record: Record_, path: string): unknown {
  * Reads a gold file. The id is the field `idField` (default: `id`, else the
  * job's id field); every other field named like a question holds its label.
  * Every problem is collected (up to 20) and thrown at once, naming lines and fields.
+ * Long: one pass that checks, collects problems and fills the label table at once; split, the problem list and the
+ * table would travel between the pieces.
  */
 export async function readGold(
   path: string,

@@ -31,7 +31,7 @@ import {
   type Metric,
   type Whole,
 } from "./metric-table.js";
-import { displayLabels, QualityInputError, readAnswers, readGold, type QuestionInfo } from "./answers.js";
+import { displayLabels, QualityInputError, readAnswers, readGold, type Gold, type QuestionInfo } from "./answers.js";
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
 import { keyedWeights, keyOrder } from "./resample.js";
@@ -116,7 +116,11 @@ function rowOrder(ranked: boolean, rows: Rows): Int32Array {
   return orderBy(yesColumn(rows.p, rows.n), true, order);
 }
 
-/** Assesses one question's rows: the same rows in any order give the same figures. The metrics are `table`'s for the question's type. */
+/**
+ * Assesses one question's rows: the same rows in any order give the same figures. The metrics are `table`'s for the question's type.
+ * Long: every figure of one question from one ordered pass (point values, bootstrap intervals, noise floor, classes); split,
+ * the prepared columns would travel through every piece.
+ */
 export function assessQuestion(
   info: QuestionInfo,
   rows: Rows,
@@ -284,6 +288,18 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       rows.get(q.name)!.push(dist, y, typeof mass === "number" ? mass : -1, row.id, g);
     });
   }
+  const goldOnly = unmatchedGold(gold, matched, counts, answersPath, options.allowUnmatched);
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model };
+}
+
+/** The gold ids no answer matched (the first ten, all counted); refused when none matched, or some did not without --allow-unmatched. */
+function unmatchedGold(
+  gold: Gold,
+  matched: Uint8Array,
+  counts: Assessment["rows"],
+  answersPath: string,
+  allowUnmatched: boolean | undefined,
+): { id: string; line: number }[] {
   const goldOnly: { id: string; line: number }[] = [];
   for (const [id, r] of gold.rows) {
     if (matched[r]) continue;
@@ -295,12 +311,12 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
       `none of the ${counts.gold} gold ids is in ${answersPath} (${counts.answers} rows)${goldOnly[0] ? `: e.g. ${goldOnly[0].id} (gold line ${goldOnly[0].line})` : ""}; check --id-field and that both files are of the same run`,
     );
   }
-  if (counts.gold_only > 0 && !options.allowUnmatched) {
+  if (counts.gold_only > 0 && !allowUnmatched) {
     throw new QualityInputError(
       `${counts.gold_only} gold id${counts.gold_only > 1 ? "s are" : " is"} not in ${answersPath}: ${goldOnly.map((g) => `${g.id} (gold line ${g.line})`).join(", ")}${counts.gold_only > goldOnly.length ? ", ..." : ""}; pass --allow-unmatched to assess the rest`,
     );
   }
-  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model };
+  return goldOnly;
 }
 
 /** Assesses answers against gold labels. */

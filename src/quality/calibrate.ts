@@ -1,14 +1,26 @@
 /**
- * Fitting a calibration on gold labels: per question, temperature scaling
- * and temperature plus per-option bias ("platt"), chosen and reported by
- * k-fold cross-validation on held-out rows (never in-sample numbers). The
- * choice is scored with the quality metrics, which is why it lives here; the
- * maps, the file and the label-free methods are src/calibration's.
+ * `typed-eval calibrate`'s workflows over a run's answers: fitting on gold
+ * labels (per question, temperature scaling and temperature plus per-option
+ * bias, "platt", chosen and reported by k-fold cross-validation on held-out
+ * rows, never in-sample numbers), batch calibration over the answers
+ * themselves, and contextual calibration through the model that answered.
+ * They read answers and gold labels and score with the quality metrics,
+ * which is why they live here, above src/calibration (the maps, the file,
+ * the label-free methods) and below the command, which only parses and
+ * prints.
  */
-import type { FittedQuestion, HeldOut } from "../calibration/file.js";
-import { fitData, fitMap, FITTED_METHODS, mapped, movement, type Method } from "../calibration/maps.js";
-import { QualityInputError, type QuestionInfo } from "./answers.js";
-import type { Rows } from "./assess.js";
+import { existsSync, readFileSync } from "node:fs";
+import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { classify, VerdictError } from "../api/verdict.js";
+import type { CalibrationFile, FittedQuestion, HeldOut } from "../calibration/file.js";
+import { batchQuestion, contextualMaps } from "../calibration/label-free.js";
+import { batchFlattens, fitData, fitMap, FITTED_METHODS, mapped, movement, type Method } from "../calibration/maps.js";
+import type { Evaluator } from "../evaluator/evaluator.js";
+import type { Job } from "../records/job.js";
+import { isSummary } from "../records/usage.js";
+import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
+import { joinGold } from "./assess.js";
+import { Rows } from "./rows.js";
 import { calibrationError, confusion, accuracyOf, brier, logLoss, predictions, topLabelConfidence, type Scored } from "./metrics.js";
 import { keyedFolds } from "./resample.js";
 
@@ -70,4 +82,203 @@ export function fitQuestion(
     cross_validation: { folds: options.folds, seed: options.seed, held_out: heldOut },
     ...movement(s.p, k, fitted),
   };
+}
+
+/** The methods of `typed-eval calibrate`: auto, temperature and platt fit on gold labels; batch and contextual need none. */
+export const CALIBRATION_METHODS = ["auto", "temperature", "platt", "batch", "contextual"] as const;
+export type CalibrationMethod = (typeof CALIBRATION_METHODS)[number];
+
+/** Whether a method fits on gold labels (and needs them). */
+export function fitsOnGold(method: CalibrationMethod): method is "auto" | "temperature" | "platt" {
+  return method === "auto" || method === "temperature" || method === "platt";
+}
+
+/** What `calibrateAnswers` is asked to do. */
+export interface CalibrateOptions {
+  answers: string;
+  gold: string | undefined;
+  method: CalibrationMethod;
+  folds: number;
+  seed: number;
+  /** The job's units, when a job file was given (option order, level texts); else read from the answers. */
+  questions: QuestionInfo[] | undefined;
+  idField: string | undefined;
+  jobIdField: string | undefined;
+  allowUnmatched: boolean;
+  /** batch: write the map even where it would flatten a skewed question. */
+  force: boolean;
+  /** contextual: the job, and how to open (and name, in a failure) the evaluator that answered. */
+  contextual?: { job: Job; open: () => Promise<Evaluator>; where: string; keyEnv: string } | undefined;
+}
+
+/** A calibration file, and the warnings to print with it. */
+export interface Calibrated {
+  file: CalibrationFile;
+  warnings: string[];
+}
+
+/** Fits a calibration on a run's answers by `method`; throws (nothing is written) when it cannot be used. */
+export async function calibrateAnswers(options: CalibrateOptions): Promise<Calibrated> {
+  const { identity, model } = answersIdentity(options.answers);
+  const file: CalibrationFile = {
+    kind: "typed-eval.calibration",
+    version: 1,
+    identity,
+    model,
+    created: new Date().toISOString(),
+    fitted_on: { answers: options.answers, ...(options.gold ? { gold: options.gold } : {}) },
+    questions: {},
+  };
+  const warnings: string[] = [];
+  if (fitsOnGold(options.method)) file.questions = await fitOnGold(options, options.method);
+  else if (options.method === "batch") file.questions = await fitBatch(options, warnings);
+  else {
+    const contextual = await fitContextual(options, identity);
+    file.identity = contextual.identity;
+    file.questions = contextual.questions;
+  }
+  if (Object.keys(file.questions).length === 0) throw new QualityInputError("nothing to calibrate: no question has rows");
+  if (file.identity === null)
+    warnings.push(`warning: no model identity is known for ${options.answers} (no usage file beside it): run --calibration will need --force-calibration`);
+  return { file, warnings };
+}
+
+/** The model identity and versioned id a run's answers came from, from the usage summary beside them. */
+function answersIdentity(answers: string): { identity: string | null; model: string | null } {
+  const path = `${answers}.usage.json`;
+  if (!existsSync(path)) return { identity: null, model: null };
+  try {
+    const json: unknown = JSON.parse(readFileSync(path, "utf8"));
+    if (isSummary(json)) return { identity: json.model_identity ?? null, model: json.model };
+  } catch {
+    // Unreadable: treated as unknown, and said so with the file.
+  }
+  return { identity: null, model: null };
+}
+
+async function fitOnGold(options: CalibrateOptions, method: "auto" | "temperature" | "platt"): Promise<Record<string, FittedQuestion>> {
+  const joined = await joinGold(options.answers, options.gold as string, {
+    questions: options.questions,
+    idField: options.idField,
+    jobIdField: options.jobIdField,
+    raw: true,
+    allowUnmatched: options.allowUnmatched,
+  });
+  const out: Record<string, FittedQuestion> = {};
+  for (const q of joined.questions) {
+    const rows = joined.rows.get(q.name) as Rows;
+    if (rows.n > 0) out[q.name] = fitQuestion(q, rows, { method, folds: options.folds, seed: options.seed });
+  }
+  return out;
+}
+
+/** Batch calibration; gold labels, when given, say whether a question's skew is real (a map that flattens one is refused without --force). */
+async function fitBatch(options: CalibrateOptions, warnings: string[]): Promise<Record<string, FittedQuestion>> {
+  const all = await allRows(options.answers, options.questions);
+  const gold = options.gold
+    ? await joinGold(options.answers, options.gold, {
+        questions: options.questions,
+        idField: options.idField,
+        jobIdField: options.jobIdField,
+        allowUnmatched: options.allowUnmatched,
+      })
+    : undefined;
+  const out: Record<string, FittedQuestion> = {};
+  const flattened: string[] = [];
+  for (const q of all.questions) {
+    const rows = all.rows.get(q.name);
+    if (!rows || rows.n === 0) continue;
+    const fitted = batchQuestion(q, rows.scored().p, q.labels.length);
+    const goldRows = gold?.rows.get(q.name);
+    const why = batchFlattens(q.name, fitted.shares_before ?? [], fitted.shares_after ?? [], goldRows && goldRows.n > 0 ? labelShares(goldRows) : undefined);
+    if (why) flattened.push(why);
+    out[q.name] = fitted;
+  }
+  if (flattened.length > 0 && !options.force) {
+    throw new QualityInputError(
+      `${flattened.join("; ")}; nothing written: ${options.gold ? "leave such a question out of batch calibration" : "pass --gold with labels to check the skew against"}, or --force to write it anyway`,
+    );
+  }
+  for (const why of flattened) warnings.push(`warning: ${why} (written anyway: --force)`);
+  return out;
+}
+
+/** Contextual calibration: the content-free states asked of the model that answered (refused when the answers name another). */
+async function fitContextual(options: CalibrateOptions, identity: string | null): Promise<{ identity: string; questions: Record<string, FittedQuestion> }> {
+  const contextual = options.contextual;
+  if (!contextual) throw new QualityInputError("--method contextual asks the job's questions of content-free states: pass --job");
+  const { job } = contextual;
+  const evaluator = await contextual.open();
+  try {
+    const asked = evaluator.identity(job.model);
+    if (identity !== null && identity !== asked) {
+      throw new QualityInputError(
+        `${options.answers} came from ${identity}, but the model asked here is ${asked}: contextual calibration must ask the model that answered`,
+      );
+    }
+    let maps: Awaited<ReturnType<typeof contextualMaps>>["maps"];
+    try {
+      ({ maps } = await contextualMaps(
+        job.questions,
+        async (state) => (await evaluator.evaluate({ state, model: job.model, questions: job.questions })).response.answers,
+      ));
+    } catch (error) {
+      if (!(error instanceof TypedEvalError)) throw error;
+      throw remoteFailure(error, contextual.where, contextual.keyEnv);
+    }
+    const all = await allRows(options.answers, options.questions);
+    const questions: Record<string, FittedQuestion> = {};
+    for (const [name, map] of Object.entries(maps)) {
+      const rows = all.rows.get(name);
+      questions[name] = rows && rows.n > 0 ? { ...map, rows: rows.n, ...movement(rows.scored().p, rows.k, map) } : map;
+    }
+    return { identity: asked, questions };
+  } finally {
+    await evaluator.close();
+  }
+}
+
+/** Every answered row's distributions (raw when the run calibrated), for the methods that need no gold. */
+async function allRows(answers: string, questions: QuestionInfo[] | undefined): Promise<{ questions: QuestionInfo[]; rows: Map<string, Rows> }> {
+  let found = questions;
+  const rows = new Map<string, Rows>();
+  for await (const row of await readAnswers(answers, { questions, onQuestions: (q) => (found = q) })) {
+    for (const q of found ?? []) {
+      let r = rows.get(q.name);
+      if (!r) rows.set(q.name, (r = new Rows(q.labels.length)));
+      r.push(row.raw?.get(q.name) ?? (row.dist.get(q.name) as number[]), 0, -1, row.id);
+    }
+  }
+  return { questions: found ?? [], rows };
+}
+
+/** Each label's share of a question's gold rows. */
+function labelShares(rows: Rows): number[] {
+  const count = new Array<number>(rows.k).fill(0);
+  for (let i = 0; i < rows.n; i++) count[rows.y[i] as number]! += 1;
+  return count.map((c) => c / rows.n);
+}
+
+/**
+ * Contextual calibration's remote failures as one line and the exit code a
+ * scheduler acts on: 3 (rerun later) when the endpoint is down, busy or
+ * refuses the key, 2 when it rejects the request itself (the job or flags
+ * need fixing).
+ */
+function remoteFailure(error: TypedEvalError, where: string, keyEnv: string): VerdictError {
+  const why = `contextual calibration asked ${where} the content-free states`;
+  // The verdict (aborted, resumable; or the request's own fault) is the classifier's; the words say what to do here.
+  const { verdict } = classify(error, "command");
+  if (error instanceof UpstreamUnavailableError)
+    return new VerdictError(verdict, `${why} and got no answer (${error.message}): check --base-url and that the endpoint is up, then rerun`);
+  if (error instanceof AuthenticationError || error instanceof PermissionDeniedError)
+    return new VerdictError(
+      verdict,
+      `${why}; it refused the key in $${keyEnv} (HTTP ${error.status}: ${error.message}): set it, or --api-key-env, to a key it accepts`,
+    );
+  if (error.retryable) return new VerdictError(verdict, `${why}; it failed with HTTP ${error.status} (${error.message}): rerun later`);
+  return new VerdictError(
+    verdict,
+    `${why}; it rejected the request with HTTP ${error.status} (${error.message}): check that --job and the model name match what the endpoint serves`,
+  );
 }

@@ -448,6 +448,8 @@ function exportedTasks(path: string, controls: ReadonlySet<string>): ExportedTas
  * task with no annotation, only cancelled (skipped) ones, annotations that
  * disagree (and none marked ground truth), an unknown option, or no record
  * id is a problem naming the task; every problem (up to 20) is thrown at once.
+ * Long: each rule a task can break, checked in turn while the label table is
+ * filled; the rules read in the order a person fixes an export.
  */
 export async function readLabelStudioGold(path: string, questions: QuestionInfo[]): Promise<Gold> {
   const nq = questions.length;
@@ -464,6 +466,7 @@ export async function readLabelStudioGold(path: string, questions: QuestionInfo[
     if (problems.length < 20) problems.push(message);
     else if (problems.length === 20) problems.push("... and more");
   };
+  // Long: the body of readLabelStudioGold's one pass over the tasks.
   tasks.forEach((task, t) => {
     if (task.id === undefined) {
       problem(`${task.where}: ${task.noId ?? "no record id"}`);

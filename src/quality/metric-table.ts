@@ -668,7 +668,10 @@ export function columnOfMetric(name: string, table: readonly Metric[] = METRIC_T
   );
 }
 
-/** docs/metrics.md: the table as a page (test/quality/metric-table.test.ts keeps the committed page current). */
+/**
+ * docs/metrics.md: the table as a page (test/quality/metric-table.test.ts keeps the committed page current).
+ * Long: most of it is the page's own prose in one template, read as the page reads.
+ */
 export function metricsMarkdown(table: readonly Metric[] = METRIC_TABLE): string {
   const cell = (s: string) => s.replaceAll("|", "\\|");
   const interval = (m: Metric) => (m.interval === undefined ? "–" : isWeighted(m) ? "bootstrap, 95%" : "its own, 95%");

@@ -644,6 +644,8 @@ export interface EceEstimate {
  * simulated median is the measured ECE: so the interval holds the estimate,
  * and both are 0 when the measured ECE is no more than noise. Coverage on
  * calibrated and miscalibrated synthetic data: bench/ece-coverage.ts.
+ * Long: the bins, the simulation and the inversion share per-bin buffers
+ * and one set of draws; the method reads as one derivation, in order.
  */
 export function eceWithInterval(
   confidence: Float64Array,

@@ -82,7 +82,10 @@ function breachesOf(gate: GateRecord | undefined, question: string, key: string)
 
 const mark = (broken: string[], text: string) => (broken.length ? `${text} ✗ gate ${broken.join(", ")}` : text);
 
-/** A question's assessment: numbers, classes, reliability, coverage, confusion, shares, label mass. */
+/**
+ * A question's assessment: numbers, classes, reliability, coverage, confusion, shares, label mass.
+ * Long: one card after another in page order, each a few lines of markup; the order on the page is the order here.
+ */
 function assessmentCards(q: QuestionAssessment, shown: readonly Metric[], gate: GateRecord | undefined): { cards: string[] } {
   const names = displayLabels(q);
   const weakest = q.classes && q.metrics["weakest_recall"] !== undefined ? q.classes.find((c) => c.recall === q.metrics["weakest_recall"]) : undefined;

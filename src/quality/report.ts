@@ -203,42 +203,133 @@ export function jsDistance(a: readonly number[], b: readonly number[]): number {
   return Math.sqrt(Math.max(0, d));
 }
 
+/** Agreement with the earlier run on the ids both hold, per question, and its most confident flips. */
+interface Shared {
+  agree: number[];
+  flipped: number[];
+  flips: Shift["flips"][];
+  n: number;
+}
+
+/** A question's counters before any row. */
+function emptyStats(q: QuestionInfo): QuestionStats {
+  return {
+    name: q.name,
+    type: q.type,
+    labels: q.labels,
+    levels: q.levels,
+    n: 0,
+    label_counts: new Array<number>(q.labels.length).fill(0),
+    mean_probabilities: new Array<number>(q.labels.length).fill(0),
+    value_histogram: kindOf(q).value ? new Array<number>(BINS).fill(0) : [],
+    confidence_histogram: new Array<number>(BINS).fill(0),
+  };
+}
+
+/** Counts one row's answer to a question (`p` its distribution, `mass` its label mass if known). */
+function countAnswer(s: QuestionStats, q: QuestionInfo, p: number[], label: number, mass: number | undefined): void {
+  s.n++;
+  s.label_counts[label]! += 1;
+  p.forEach((v, i) => (s.mean_probabilities[i]! += v));
+  s.confidence_histogram[binIndex(p[label] as number, 0, 1)]! += 1;
+  const value = kindOf(q).value;
+  if (value) s.value_histogram[binIndex(value.of(p), 0, value.top(q))]! += 1;
+  if (typeof mass === "number") {
+    s.label_mass_histogram ??= new Array<number>(BINS).fill(0);
+    s.label_mass_histogram[binIndex(mass, 0, 1)]! += 1;
+    s.mean_label_mass = (s.mean_label_mass ?? 0) + mass;
+    s.label_mass_rows = (s.label_mass_rows ?? 0) + 1;
+  }
+}
+
+/** Counts a question's answer against the earlier run's label `was` for the same id. */
+function countShared(shared: Shared, j: number, q: QuestionInfo, id: string, was: number, label: number, confidence: number): void {
+  if (was === label) {
+    shared.agree[j]! += 1;
+    return;
+  }
+  shared.flipped[j]! += 1;
+  const flips = shared.flips[j] as Shift["flips"];
+  flips.push({ id, from: q.labels[was] ?? String(was), to: q.labels[label] as string, confidence });
+  // Keep the 50 most confident: sort and cut now and then, so memory stays small.
+  if (flips.length > 500) {
+    flips.sort((a, b) => b.confidence - a.confidence);
+    flips.length = 50;
+  }
+}
+
+/** Counts as shares of their total (an empty count: all zero). */
+function toShares(counts: readonly number[]): number[] {
+  const total = counts.reduce((x, y) => x + y, 0) || 1;
+  return counts.map((v) => v / total);
+}
+
+/** How question `j` moved since the earlier run. */
+function shiftOf(s: QuestionStats, j: number, q: QuestionInfo, earlier: Earlier, shared: Shared, psiNow: readonly number[]): Shift {
+  const a = toShares(earlier.counts[j] ?? []);
+  const b = s.label_counts.map((c) => c / (s.n || 1));
+  const pa = toShares(earlier.psi[j] ?? []);
+  const pb = toShares(psiNow);
+  const em = earlier.mass[j];
+  return {
+    question: s.name,
+    psi: psi(pa, pb),
+    js_distance: jsDistance(a, b),
+    agreement: shared.n ? (shared.agree[j] as number) / shared.n : null,
+    shared: shared.n,
+    flipped: shared.flipped[j] as number,
+    earlier_shares: a,
+    shares: b,
+    flips: (shared.flips[j] ?? []).sort((x, y) => y.confidence - x.confidence).slice(0, 50),
+    psi_basis: psiBasis(q),
+    psi_earlier: pa,
+    psi_now: pb,
+    ...(em?.rows ? { earlier_label_mass: em.sum / em.rows } : {}),
+    ...(kindOf(q).value ? { earlier_value_histogram: earlier.values[j] ?? [] } : {}),
+  };
+}
+
+/** What a report reads besides the answers. */
+export interface ReportOptions {
+  questions?: QuestionInfo[] | undefined;
+  /** An earlier run's answers. */
+  compare?: string | undefined;
+  /** The errors file and the usage summary, when not beside the answers. */
+  errors?: string | undefined;
+  usage?: string | undefined;
+  /** The job file as the user named it, for the header. */
+  job?: string | undefined;
+}
+
+/** A report with what the files beside the answers say: the errors, the usage summary, and from them the provenance. */
+async function withSidecars(report: RunReport, options: ReportOptions, seen: { sawRaw: boolean; rowModel?: string | undefined }): Promise<RunReport> {
+  const answersPath = report.answers;
+  const errorsPath = options.errors ?? `${answersPath}.errors.jsonl`;
+  if (existsSync(errorsPath)) report.errors = await readErrors(errorsPath);
+  const usagePath = options.usage ?? `${answersPath}.usage.json`;
+  const usage = readUsage(usagePath);
+  if (usage) report.usage = usage;
+  const failed = report.errors?.total ?? usage?.records.failed;
+  if (failed !== undefined) report.failed_rows = failed;
+  if (!options.questions) fillLevels(report.questions, usage, usagePath);
+  report.provenance = provenanceOf(usage, usagePath, seen, { answers: answersPath, compare: options.compare, job: options.job });
+  return report;
+}
+
 /** Reads a run's outputs (answers, and the errors and usage files beside them) into a report. */
-export async function runReport(
-  answersPath: string,
-  options: {
-    questions?: QuestionInfo[] | undefined;
-    compare?: string | undefined;
-    errors?: string | undefined;
-    usage?: string | undefined;
-    /** The job file as the user named it, for the header. */
-    job?: string | undefined;
-  },
-): Promise<RunReport> {
+export async function runReport(answersPath: string, options: ReportOptions): Promise<RunReport> {
   const earlier = options.compare ? await readEarlier(options.compare, options.questions) : undefined;
   let questions: QuestionInfo[] | undefined = options.questions ?? earlier?.questions;
   let stats: QuestionStats[] = [];
-  const shared: { agree: number[]; flipped: number[]; flips: Shift["flips"][]; n: number } = { agree: [], flipped: [], flips: [], n: 0 };
+  const shared: Shared = { agree: [], flipped: [], flips: [], n: 0 };
   let rows = 0;
   let psiNow: number[][] = [];
   const seen: { sawRaw: boolean; rowModel?: string | undefined } = { sawRaw: false };
   for await (const row of await readAnswers(answersPath, { questions, onQuestions: (q) => (questions = q) })) {
     const qs = questions as QuestionInfo[];
     if (stats.length === 0) {
-      stats = qs.map((q) => ({
-        name: q.name,
-        type: q.type,
-        labels: q.labels,
-        levels: q.levels,
-        n: 0,
-        label_counts: new Array<number>(q.labels.length).fill(0),
-        mean_probabilities: new Array<number>(q.labels.length).fill(0),
-        value_histogram: kindOf(q).value ? new Array<number>(BINS).fill(0) : [],
-        confidence_histogram: new Array<number>(BINS).fill(0),
-      }));
-      shared.agree = qs.map(() => 0);
-      shared.flipped = qs.map(() => 0);
-      shared.flips = qs.map(() => []);
+      stats = qs.map(emptyStats);
+      Object.assign(shared, { agree: qs.map(() => 0), flipped: qs.map(() => 0), flips: qs.map(() => []) });
       psiNow = qs.map((q) => new Array<number>(psiBinCount(q)).fill(0));
       seen.rowModel = row.model;
     }
@@ -247,93 +338,27 @@ export async function runReport(
     const before = earlier?.ids.get(row.id);
     if (before !== undefined) shared.n++;
     qs.forEach((q, j) => {
-      const s = stats[j] as QuestionStats;
       const p = row.dist.get(q.name) as number[];
       const label = argmax(p);
-      const confidence = p[label] as number;
-      s.n++;
-      s.label_counts[label]! += 1;
+      countAnswer(stats[j] as QuestionStats, q, p, label, row.mass?.[q.name]);
       psiNow[j]![psiBin(q, p, label)]! += 1;
-      p.forEach((v, i) => (s.mean_probabilities[i]! += v));
-      s.confidence_histogram[binIndex(confidence, 0, 1)]! += 1;
-      const value = kindOf(q).value;
-      if (value) s.value_histogram[binIndex(value.of(p), 0, value.top(q))]! += 1;
-      const mass = row.mass?.[q.name];
-      if (typeof mass === "number") {
-        s.label_mass_histogram ??= new Array<number>(BINS).fill(0);
-        s.label_mass_histogram[binIndex(mass, 0, 1)]! += 1;
-        s.mean_label_mass = (s.mean_label_mass ?? 0) + mass;
-        s.label_mass_rows = (s.label_mass_rows ?? 0) + 1;
-      }
-      if (before !== undefined && earlier) {
-        const was = earlier.labels[before * qs.length + j] as number;
-        if (was === label) shared.agree[j]! += 1;
-        else {
-          shared.flipped[j]! += 1;
-          const flips = shared.flips[j] as Shift["flips"];
-          flips.push({ id: row.id, from: q.labels[was] ?? String(was), to: q.labels[label] as string, confidence });
-          // Keep the 50 most confident: sort and cut now and then, so memory stays small.
-          if (flips.length > 500) {
-            flips.sort((a, b) => b.confidence - a.confidence);
-            flips.length = 50;
-          }
-        }
-      }
+      if (before !== undefined && earlier) countShared(shared, j, q, row.id, earlier.labels[before * qs.length + j] as number, label, p[label] as number);
     });
   }
   for (const s of stats) {
     s.mean_probabilities = s.mean_probabilities.map((v) => (s.n ? v / s.n : 0));
     if (s.label_mass_rows) s.mean_label_mass = (s.mean_label_mass as number) / s.label_mass_rows;
   }
-  const report: RunReport = { kind: "typed-eval.report", answers: answersPath, rows, questions: stats };
-
-  const errorsPath = options.errors ?? `${answersPath}.errors.jsonl`;
-  if (existsSync(errorsPath)) report.errors = await readErrors(errorsPath);
-  const usagePath = options.usage ?? `${answersPath}.usage.json`;
-  const usage = readUsage(usagePath);
-  if (usage) report.usage = usage;
-  const failed = report.errors?.total ?? usage?.records.failed;
-  if (failed !== undefined) report.failed_rows = failed;
-  if (!options.questions) fillLevels(stats, usage, usagePath);
-  report.provenance = provenanceOf(usage, usagePath, seen, { answers: answersPath, compare: options.compare, job: options.job });
+  const report = await withSidecars({ kind: "typed-eval.report", answers: answersPath, rows, questions: stats }, options, seen);
   if (earlier && options.compare) {
     const earlierUsage = readUsage(`${options.compare}.usage.json`);
+    const qs = questions as QuestionInfo[];
     report.compare = {
       answers: options.compare,
       rows: earlier.rows,
       model: earlierUsage?.model ?? earlier.rowModel,
       model_identity: earlierUsage?.model_identity,
-      shifts: stats.map((s, j) => {
-        const earlierCounts = earlier.counts[j] ?? [];
-        const earlierTotal = earlierCounts.reduce((a, b) => a + b, 0) || 1;
-        const a = earlierCounts.map((c) => c / earlierTotal);
-        const b = s.label_counts.map((c) => c / (s.n || 1));
-        const flips = (shared.flips[j] ?? []).sort((x, y) => y.confidence - x.confidence).slice(0, 50);
-        const q = (questions as QuestionInfo[])[j] as QuestionInfo;
-        const toShares = (c: number[]) => {
-          const t = c.reduce((x, y) => x + y, 0) || 1;
-          return c.map((v) => v / t);
-        };
-        const pa = toShares(earlier.psi[j] ?? []);
-        const pb = toShares(psiNow[j] ?? []);
-        const em = earlier.mass[j];
-        return {
-          question: s.name,
-          psi: psi(pa, pb),
-          js_distance: jsDistance(a, b),
-          agreement: shared.n ? (shared.agree[j] as number) / shared.n : null,
-          shared: shared.n,
-          flipped: shared.flipped[j] as number,
-          earlier_shares: a,
-          shares: b,
-          flips,
-          psi_basis: psiBasis(q),
-          psi_earlier: pa,
-          psi_now: pb,
-          ...(em?.rows ? { earlier_label_mass: em.sum / em.rows } : {}),
-          ...(kindOf(q).value ? { earlier_value_histogram: earlier.values[j] ?? [] } : {}),
-        };
-      }),
+      shifts: stats.map((s, j) => shiftOf(s, j, qs[j] as QuestionInfo, earlier, shared, psiNow[j] ?? [])),
     };
   }
   return report;

@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import { evaluatorRequestSchema, type Question } from "../api/schema.js";
 import { validateAgainst, validateEvaluatorRequest } from "../api/validate.js";
-import { answerColumnSuffixes, findKind, unitName, unitsOf, type Unit } from "../questions/index.js";
+import { answerColumnSuffixes, findKind, kindOf, unitName, unitsOf, type Unit } from "../questions/index.js";
 import { missingJobHint } from "../records/bundled-jobs.js";
 
 /** A job file's fields; its questions may be of any registered type (those registered in process too), so the schema is built when a job is read. */
@@ -90,16 +90,7 @@ export function parseJob(json: unknown, origin: string): Job {
       }
     }
     const units: ReadonlyMap<string, Unit> = probe.ok && problems.length === 0 ? unitsOf(questions) : new Map();
-    const keep = result.value.keep ?? [];
-    const builtIn = new Set(BUILT_IN_COLUMNS);
-    for (const name of units.keys()) for (const suffix of answerColumnSuffixes()) builtIn.add(`${name}.${suffix}`);
-    keep.forEach((field, i) => {
-      if (keep.indexOf(field) !== i) problems.push(`keep: "${field}" is listed twice`);
-      else if (builtIn.has(field) || /\.(p|raw)\./.test(field))
-        problems.push(
-          `keep: "${field}" is also a column typed-eval writes in CSV outputs (${BUILT_IN_COLUMNS.join(", ")} and the questions' columns); a row would hold two "${field}" columns`,
-        );
-    });
+    problems.push(...singleAnswerProblems(units), ...keepProblems(result.value.keep ?? [], units));
     const audit = result.value.audit_sample;
     if (audit !== undefined && parseShare(audit) === undefined) problems.push(`audit_sample: ${JSON.stringify(audit)} is not a share; write "1%" or 0.01`);
     const review = result.value.review_below;
@@ -119,6 +110,33 @@ export function parseJob(json: unknown, origin: string): Job {
   }
   const job = result.ok ? result.value : (json as JobFile);
   return { ...job, model: job.model ?? "default" };
+}
+
+/** The spec accepts a question with one label (the server keeps its schema), but its every answer is p=1: a job would pay for nothing. */
+function singleAnswerProblems(units: ReadonlyMap<string, Unit>): string[] {
+  const problems: string[] = [];
+  for (const [name, unit] of units) {
+    const labels = kindOf(unit.question).labels(unit.question).length;
+    if (labels < 2)
+      problems.push(
+        `questions.${name}: ${labels} possible answer${labels === 1 ? "" : "s"}: every answer would be certain (p=1) and each request paid for nothing; give it at least two`,
+      );
+  }
+  return problems;
+}
+
+/** A kept field listed twice, or named like a column typed-eval writes itself. */
+function keepProblems(keep: readonly string[], units: ReadonlyMap<string, Unit>): string[] {
+  const builtIn = new Set(BUILT_IN_COLUMNS);
+  for (const name of units.keys()) for (const suffix of answerColumnSuffixes()) builtIn.add(`${name}.${suffix}`);
+  return keep.flatMap((field, i) => {
+    if (keep.indexOf(field) !== i) return [`keep: "${field}" is listed twice`];
+    if (builtIn.has(field) || /\.(p|raw)\./.test(field))
+      return [
+        `keep: "${field}" is also a column typed-eval writes in CSV outputs (${BUILT_IN_COLUMNS.join(", ")} and the questions' columns); a row would hold two "${field}" columns`,
+      ];
+    return [];
+  });
 }
 
 /** Reads and checks a job file. */

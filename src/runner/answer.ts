@@ -8,6 +8,8 @@
  * input's end was reached, which records have no result yet, and the first
  * thing that ended it early (send/ending.ts).
  */
+import { ContextTooSmallError } from "../evaluator/evaluator.js";
+import { contextSizeFor } from "../engines/llama.js";
 import { createHash } from "node:crypto";
 import { TypedEvalError } from "../api/errors.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
@@ -292,7 +294,12 @@ class AnswerStage {
       estimate = this.options.evaluator.estimateInputTokens(request);
     } catch (error) {
       const typed = error instanceof TypedEvalError ? error : undefined;
-      return Promise.resolve({ ok: false, status: typed?.status ?? 0, error: typed?.code ?? "internal_error", message: (error as Error).message } as const);
+      // A record longer than the first window's: its own error, saying which setting would take it.
+      const message =
+        error instanceof ContextTooSmallError
+          ? `${error.message} Pass --context-size ${contextSizeFor(error.need)} or more to answer it.`
+          : (error as Error).message;
+      return Promise.resolve({ ok: false, status: typed?.status ?? 0, error: typed?.code ?? "internal_error", message } as const);
     }
     this.options.fence?.();
     return this.sender.send(request, estimate);

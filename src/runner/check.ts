@@ -10,7 +10,13 @@ import { connect } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
 import { describeSystemError, systemCode } from "../api/system-errors.js";
-import type { Source } from "../records/source.js";
+import { valueAt, type Source, type SourceItem } from "../records/source.js";
+import type { Job } from "../records/job.js";
+import type { Logger } from "../logging/logger.js";
+import type { EvaluatorRequest } from "../api/schema.js";
+import { ContextTooSmallError, type Evaluator } from "../evaluator/evaluator.js";
+import { contextSizeFor } from "../engines/llama.js";
+import { prepareItem, type Shard } from "./input/requests.js";
 import { isS3, s3Object } from "../records/s3.js";
 import { EndpointAbort } from "../api/verdict.js";
 
@@ -75,12 +81,33 @@ export function checkPlaces(
  * here; the returned source yields that record again, then the rest.
  */
 export async function checkFirstRecord(source: Source): Promise<Source> {
+  return (await readAhead(source, 1)).source;
+}
+
+/** The records the check judges a job on before anything is paid: the kept fields, and what the context window must hold. */
+export const FIRST_WINDOW = 20;
+
+/**
+ * Reads the input's first `n` items now (the first decoding as its format
+ * says, or the run stops here); the returned source yields them again, then
+ * the rest.
+ */
+export async function readAhead(source: Source, n: number): Promise<{ source: Source; window: SourceItem[] }> {
   const iterator = source.items[Symbol.asyncIterator]();
-  const first = await iterator.next();
+  const window: SourceItem[] = [];
+  let ended = false;
+  while (window.length < n) {
+    const next = await iterator.next();
+    if (next.done) {
+      ended = true;
+      break;
+    }
+    window.push(next.value);
+  }
   async function* items() {
     try {
-      if (first.done) return;
-      yield first.value;
+      yield* window;
+      if (ended) return;
       for (;;) {
         const next = await iterator.next();
         if (next.done) return;
@@ -90,7 +117,64 @@ export async function checkFirstRecord(source: Source): Promise<Source> {
       await iterator.return?.();
     }
   }
-  return { ...source, items: items() };
+  return { source: { ...source, items: items() }, window };
+}
+
+/**
+ * Warns once per field, naming it, when no record of the first window has a
+ * field the job keeps (`customer.tierr`): its column would be empty in every
+ * row without a word.
+ */
+export function warnMissingKeep(job: Job, window: readonly SourceItem[], logger: Logger): void {
+  const records = window.flatMap((item) => ("record" in item ? [item.record] : []));
+  if (records.length === 0) return;
+  for (const field of job.keep ?? []) {
+    if (records.some((record) => valueAt(record, field) !== undefined)) continue;
+    logger.warn(
+      { keep: field },
+      `keep: none of the first ${records.length} records has the field "${field}": its column will be empty in every row; check its spelling in the job file`,
+    );
+  }
+}
+
+/**
+ * Checks the context window (`--context-size`) against what the job needs
+ * before anything is paid: the fixed part of the prompt (the system text,
+ * the longest question and its labels, an empty state), then each request
+ * of the first window. Either not fitting is a bad invocation naming the
+ * size that would; a later record that does not fit is that record's error.
+ * A remote evaluator holds no window here: nothing to check.
+ */
+export function checkContextFits(evaluator: Evaluator, job: Job, window: readonly SourceItem[], shard: Shard | undefined): void {
+  const fixed = tooSmall(evaluator, { state: "", model: job.model, questions: job.questions });
+  if (fixed) {
+    throw new InvocationError(
+      `--context-size: the context window is ${fixed.window} tokens, but the fixed part of the prompt (the system text and the longest question with its labels) needs ${fixed.need}: pass --context-size ${contextSizeFor(fixed.need)} or more`,
+    );
+  }
+  let worst: { need: number; window: number; line: number } | undefined;
+  for (const item of window) {
+    const prepared = prepareItem(job, item, shard);
+    if (prepared.kind !== "request") continue;
+    const over = tooSmall(evaluator, prepared.request);
+    if (over && over.need > (worst?.need ?? 0)) worst = { ...over, line: item.line };
+  }
+  if (worst) {
+    throw new InvocationError(
+      `--context-size: the context window is ${worst.window} tokens, but the record on line ${worst.line} (of the first ${window.length}) needs ${worst.need} with its longest question: pass --context-size ${contextSizeFor(worst.need)} or more`,
+    );
+  }
+}
+
+/** The need and window of a request over the context window, if it is. */
+function tooSmall(evaluator: Evaluator, request: EvaluatorRequest): { need: number; window: number } | undefined {
+  try {
+    evaluator.estimateInputTokens(request);
+    return undefined;
+  } catch (error) {
+    // Other refusals (a request over the token limits) are the record's own, told when it is sent.
+    return error instanceof ContextTooSmallError ? { need: error.need, window: error.window } : undefined;
+  }
 }
 
 /** Connection failures that mean nothing listens at an address (as against one request's reset or timeout). */

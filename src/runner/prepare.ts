@@ -4,6 +4,7 @@
  * concurrency, and for `run` where everything goes. Options and environment
  * defaults are read here, once, so every command resolves them alike.
  */
+import { refuseOtherKinds } from "../records/file-kind.js";
 import { createHash } from "node:crypto";
 import { dirname, basename, resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
@@ -115,6 +116,8 @@ export async function openEvaluator(
 /** The input, as a source with --limit or --sample applied. */
 export async function openSource(settings: JobSettings, job: Job, logger: Logger): Promise<Source> {
   const fields = fieldsRead(job);
+  // A file typed-eval wrote that holds no records (a run's errors, journal or summary): refused by name, not answered line by line.
+  refuseOtherKinds(settings.input, ["answers"], "records to answer");
   let source: Source = isS3(settings.input)
     ? await openS3Source(settings.input, settings.format, { fields, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
     : openLocalSource(settings.input, formatOf(settings.input, settings.format), { fields });

@@ -10,9 +10,9 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkFirstRecord, checkPlaces, probeEndpoint } from "./check.js";
+import { checkContextFits, checkPlaces, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
 import { parseShard, type Shard } from "./input/requests.js";
-import type { Source } from "../records/source.js";
+import type { Source, SourceItem } from "../records/source.js";
 import type { OutputTarget } from "./output/targets.js";
 import { emptySummary, finish, type UsageSummary } from "../records/usage.js";
 import {
@@ -38,13 +38,13 @@ import { classify, LockRefusedError, type Ending, type Stage } from "../api/verd
 import type { Job } from "../records/job.js";
 import { closeSync, existsSync, openSync, readSync } from "node:fs";
 import { resolve } from "node:path";
-import { runJob, writeSummaries, type OpenJournal, type RunOptions } from "./stages.js";
+import { runJob, writeSummaries, type OpenJournal, type OpenedRun } from "./stages.js";
 
 export { RUN_DEFAULTS, SPEND_INTERVAL_MS, type RunProgress } from "./answer.js";
-export { runJob, type OpenJournal, type RunOptions, type RunResult } from "./stages.js";
+export { runJob, type OpenJournal, type OpenedRun, type StagesOutcome } from "./stages.js";
 
-/** What the `run` command hands the lifecycle: its options, read once, and the seams a test may replace. */
-export interface RunRequest {
+/** One invocation of a run: what the `run` command hands the lifecycle (its options, read once) and the seams a test may replace. */
+export interface RunInvocation {
   settings: JobSettings;
   places: RunPlaces;
   shaping: ShapingSettings;
@@ -70,8 +70,8 @@ export interface RunRequest {
   target?: ((location: string) => OutputTarget) | undefined;
 }
 
-/** How a run ended: its verdict, why, the summary written, and where the finished work is kept. */
-export interface RunEnd extends Ending {
+/** How a whole run ended: its verdict, why, the summary written, and where the finished work is kept. */
+export interface RunOutcome extends Ending {
   summary: UsageSummary;
   /** The journal, when it holds finished records (answered or failed). */
   journal: string | undefined;
@@ -86,17 +86,19 @@ interface Checked {
   job: Job;
   shard: Shard | undefined;
   source: Source;
+  /** The input's first records, read at the check: what the kept fields and the context window are judged on. */
+  window: SourceItem[];
   shaping: ReturnType<typeof outputPolicy>;
 }
 
 /** Runs every stage in order; returns the verdict, having written the summaries for it. */
-export function runLifecycle(request: RunRequest): Promise<RunEnd> {
+export function runLifecycle(request: RunInvocation): Promise<RunOutcome> {
   // A stop, a verdict reached, and a store that failed for its whole window leave the run's storage retries the grace in all;
   // a second signal ends them at once.
   return withStorageStop(request.stop, () => runStages(request, endStorageRetries), request.graceMs, request.stopNow);
 }
 
-async function runStages(request: RunRequest, verdictReached: () => void): Promise<RunEnd> {
+async function runStages(request: RunInvocation, verdictReached: () => void): Promise<RunOutcome> {
   const checked = await stage(request.logger, "check", () => checkStage(request));
   if ("verdict" in checked) return endEarly(request, checked, undefined, verdictReached);
   let held: Held;
@@ -134,24 +136,26 @@ async function stage<T>(logger: Logger, name: Stage, run: () => Promise<T>): Pro
 }
 
 /** The check stage: where everything goes, the job and its shaping, and the input's first record. No model is loaded yet. */
-async function checkStage(request: RunRequest): Promise<Checked> {
+async function checkStage(request: RunInvocation): Promise<Checked> {
   const { settings } = request;
   const job = readJob(settings.jobFile, settings.model);
   const paths = runPaths(settings, request.places);
   const shaping = outputPolicy(request.shaping, settings.jobFile, job, paths, request.logger);
   checkPlaces(paths, settings.input, shaping.policy.reviewFile);
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
-  const source = await checkFirstRecord(await openSource(settings, job, request.logger));
-  return { paths, job, shard, source, shaping };
+  const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
+  warnMissingKeep(job, window, request.logger);
+  return { paths, job, shard, source, window, shaping };
 }
 
 /** The model stage: the model opened, a remote endpoint reachable, a calibration fitted for it. */
-async function modelStage(request: RunRequest, checked: Checked): Promise<Awaited<ReturnType<typeof openModelFor>>> {
+async function modelStage(request: RunInvocation, checked: Checked): Promise<Awaited<ReturnType<typeof openModelFor>>> {
   const opened = await openModelFor(request.settings, checked.job, request.openModel);
   try {
     const baseUrl = baseUrlOf(request.settings.baseUrl);
     // An endpoint that refuses connections is down: say so in seconds, not after every record's retries.
     if (baseUrl) await probeEndpoint(baseUrl);
+    checkContextFits(opened.evaluator, checked.job, checked.window, checked.shard);
     checked.shaping.verify(opened.evaluator);
     return opened;
   } catch (error) {
@@ -168,7 +172,7 @@ interface Held {
 }
 
 /** The lock stage: one run per journal, refused at once while another holds it; an S3 journal is pulled (proving the store answers and is writable). */
-async function lockStage(request: RunRequest, paths: RunPaths): Promise<Held> {
+async function lockStage(request: RunInvocation, paths: RunPaths): Promise<Held> {
   try {
     return await takeLock(request, paths);
   } catch (error) {
@@ -177,7 +181,7 @@ async function lockStage(request: RunRequest, paths: RunPaths): Promise<Held> {
   }
 }
 
-async function takeLock(request: RunRequest, paths: RunPaths): Promise<Held> {
+async function takeLock(request: RunInvocation, paths: RunPaths): Promise<Held> {
   const remote = paths.remoteJournal;
   if (!remote) {
     const lock = acquireLock(`${paths.journalPath}.lock`, paths.summaryJson === undefined ? undefined : resolve(paths.summaryJson));
@@ -218,7 +222,7 @@ async function releaseStage(logger: Logger, evaluator: Evaluator | undefined, he
   }
 }
 
-function jobOptions(request: RunRequest, checked: Checked, opened: Awaited<ReturnType<typeof openModelFor>>, fence: () => void): RunOptions {
+function jobOptions(request: RunInvocation, checked: Checked, opened: Awaited<ReturnType<typeof openModelFor>>, fence: () => void): OpenedRun {
   const { paths, job, source, shard } = checked;
   const target = request.target ?? targetOf;
   return {
@@ -264,12 +268,12 @@ function discarded(): OutputTarget {
  * holder's own (else it says its verdict on stderr only).
  */
 async function endEarly(
-  request: RunRequest,
+  request: RunInvocation,
   failure: Ending,
   checked: Checked | undefined,
   verdictReached: () => void,
   holdersSummary?: string,
-): Promise<RunEnd> {
+): Promise<RunOutcome> {
   verdictReached();
   const { settings } = request;
   const paths = checked?.paths ?? safePaths(request);
@@ -296,7 +300,7 @@ function holderSummary(error: unknown): string | undefined {
 }
 
 /** The run's places, when its options resolve to any (a check that failed early may not have got that far). */
-function safePaths(request: RunRequest): RunPaths | undefined {
+function safePaths(request: RunInvocation): RunPaths | undefined {
   try {
     return runPaths(request.settings, request.places);
   } catch {

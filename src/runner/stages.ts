@@ -22,7 +22,8 @@ import { afterSummaryFailure, classify, decide, type Ending, type Stage, type Ve
 /** Opens a journal: the storage seam of a run (a test puts a failing store in its place). */
 export type OpenJournal = (path: string, options: JournalOptions) => Promise<Omit<OpenedJournal, "journal"> & { journal: JournalSink }>;
 
-export interface RunOptions extends AnswerOptions {
+/** A run whose check, lock and model are through: everything the journal, answer and write stages use (the input, the evaluator, the targets). */
+export interface OpenedRun extends AnswerOptions {
   jobName?: string | undefined;
   /** The journal as the user knows it (an S3 prefix for a mirrored one), for messages and the summary. */
   journalName?: string | undefined;
@@ -41,7 +42,8 @@ export interface RunOptions extends AnswerOptions {
   openJournal?: OpenJournal | undefined;
 }
 
-export interface RunResult extends Ending {
+/** How the journal, answer and write stages ended: the verdict, the summary written for it, and what was written and kept. */
+export interface StagesOutcome extends Ending {
   summary: UsageSummary;
   /** The verdict, under its older name. */
   status: Verdict;
@@ -54,7 +56,7 @@ export interface RunResult extends Ending {
 }
 
 /** The journal, answer and write stages: every record answered once into the journal, then the outputs from it, then the summaries. */
-export async function runJob(options: RunOptions): Promise<RunResult> {
+export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
   const identity = options.evaluator.identity(options.job.model);
   // What decides an answer: the model's identity and how the evaluator renders these questions (the request carries the rest).
   const fingerprint = options.evaluator.promptFingerprint?.(options.job.model, options.job.questions);
@@ -103,7 +105,7 @@ function complete(answered: Answered): boolean {
 }
 
 /** The write stage: the current input's records from the journal, every output checked; a stop before they are final writes none. */
-async function writeStage(options: RunOptions, index: JournalIndex, answered: Answered): Promise<WrittenCounts | Ending> {
+async function writeStage(options: OpenedRun, index: JournalIndex, answered: Answered): Promise<WrittenCounts | Ending> {
   const records = new OrderedRecords(options.journalPath, index, answered.order, options.job.id !== undefined);
   try {
     // The fence first: a run whose lock was taken over writes nothing.
@@ -128,10 +130,10 @@ function stageEnding(error: unknown, stage: Stage, paid: boolean, logger: Logger
 
 /** The summaries of a run whose verdict is decided, and its result. */
 async function finishRun(
-  options: RunOptions,
+  options: OpenedRun,
   base: SummaryBase,
   end: { ending: Ending; written: WrittenCounts | undefined; kept: boolean },
-): Promise<RunResult> {
+): Promise<StagesOutcome> {
   const { written } = end;
   options.onEnding?.(end.ending);
   const shaping = options.output;
@@ -205,7 +207,7 @@ async function writeSummary(target: OutputTarget, summary: UsageSummary): Promis
 }
 
 function summaryBase(
-  options: RunOptions,
+  options: OpenedRun,
   identity: string,
   runs: SummaryBase["runs"],
   answered: Answered | undefined,

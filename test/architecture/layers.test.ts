@@ -4,7 +4,7 @@
  * tree that breaks each rule on purpose is flagged, so the rules cannot pass
  * by reading nothing.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,12 @@ describe("the layers of src/", () => {
     // The parser reads the real tree: a few hundred imports, not none.
     expect(importGraph(SRC).imports.length).toBeGreaterThan(300);
     expect(violations(SRC)).toEqual([]);
+  });
+
+  it("the rule on commands reads the real commands: every command file of src/cli is found", () => {
+    const commands = readdirSync(join(SRC, "cli")).filter((f) => /:\s*CommandModule\b/.test(readFileSync(join(SRC, "cli", f), "utf8")));
+    // 13 files hold the 14 commands main.ts lists (assess.ts holds assess and thresholds).
+    expect(commands.length).toBeGreaterThanOrEqual(13);
   });
 
   it("the table keeps cli unimported, runner and quality apart, questions importing nothing, and its folders in one order", () => {
@@ -36,7 +42,7 @@ describe("the layers of src/", () => {
     }
   });
 
-  it("flags each broken rule of a fixture tree: an import the table forbids (static, re-exported, dynamic), an unknown folder, a cycle", () => {
+  it("flags each broken rule of a fixture tree: an import the table forbids (static, re-exported, dynamic), an unknown folder, a cycle, a command importing a command", () => {
     expect(violations(BROKEN).sort()).toEqual(
       [
         "extra/ is in no row of the layer table: give it one",
@@ -44,6 +50,7 @@ describe("the layers of src/", () => {
         "quality/report.ts imports runner/run.ts: quality/ may not import runner/",
         "records/format.ts imports cli/main.ts: records/ may not import cli/",
         "import cycle among runner/loop.ts, runner/run.ts",
+        "cli/estimate.ts imports cli/run.ts: a command imports no other command (move what they share into a module of its own)",
       ].sort(),
     );
   });

@@ -2,7 +2,8 @@
  * The layers of src/ as rules, and the import graph they are checked on.
  * `MAY_IMPORT` is the one table of allowed arrows between folders; the test
  * (layers.test.ts) runs `violations` over src/ and over a fixture tree
- * whose imports break the rules on purpose.
+ * whose imports break the rules on purpose. One rule inside a folder: no
+ * command module of cli/ imports another.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
@@ -138,5 +139,15 @@ export function violations(root: string, table: Readonly<Record<string, readonly
     if (!table[a]?.includes(b)) out.push(`${from} imports ${to}: ${a}/ may not import ${b}/`);
   }
   for (const cycle of cycles(files, imports)) out.push(`import cycle among ${cycle.join(", ")}`);
+  const commands = new Set(files.filter((file) => isCommandModule(root, file)));
+  for (const { from, to } of imports) {
+    if (commands.has(from) && commands.has(to))
+      out.push(`${from} imports ${to}: a command imports no other command (move what they share into a module of its own)`);
+  }
   return out;
+}
+
+/** A command module: a file of cli/ that declares a yargs command (`name: CommandModule`); main.ts, which lists them, is none. */
+function isCommandModule(root: string, file: string): boolean {
+  return folderOf(file) === "cli" && /:\s*CommandModule\b/.test(code(readFileSync(join(root, file), "utf8")));
 }

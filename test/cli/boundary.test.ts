@@ -21,6 +21,7 @@ import { LockLostError, StorageError } from "../../src/api/verdict.js";
 import { quietThirdPartyNotices } from "../../src/cli/notices.js";
 import { BIN, type CliResult, runInProcess } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { unprivileged } from "../support/unprivileged.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-boundary-"));
 // Readable by the unprivileged user the read-only cases run as (see `unprivileged`).
@@ -44,22 +45,6 @@ writeFileSync(notGguf, "this is not a model\n");
 type Result = CliResult;
 
 const inProcess = (argv: string[]) => runInProcess(argv);
-
-/** Root writes through any mode: the permission cases drop to `nobody` (euid) for their duration. */
-async function unprivileged<T>(fn: () => Promise<T>): Promise<T> {
-  if (process.getuid?.() !== 0) return fn();
-  const { seteuid, setegid } = process;
-  // Present in a forked test worker (vitest's pool here), absent in worker threads.
-  if (!seteuid || !setegid) throw new Error("running as root without seteuid: run these tests in a forked worker");
-  setegid(65534);
-  seteuid(65534);
-  try {
-    return await fn();
-  } finally {
-    seteuid(0);
-    setegid(0);
-  }
-}
 
 /** A loopback port nothing listens on (it was free a moment ago). */
 async function closedPort(): Promise<number> {

@@ -423,7 +423,7 @@ describe("the suspects list", () => {
     const bad = await cli(["--suspects", folder]);
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split("\n")).toHaveLength(1);
-    expect(bad.stderr).toContain(`cannot write suspects ${folder}`);
+    expect(bad.stderr).toContain(`cannot write --suspects ${folder}`);
     expect(readdirSync(dir).filter((f) => f.startsWith("a-folder."))).toEqual([]);
     expect(existsSync(`${folder}.partial`)).toBe(false);
     const unknown = await cli(["--suspects", "--suspects-method", "both"]);

@@ -14,7 +14,7 @@ import { UpstreamUnavailableError } from "../../src/api/errors.js";
 import { createLogger } from "../../src/logging/logger.js";
 import type { OutputTarget } from "../../src/runner/output/outputs.js";
 import { targetOf } from "../../src/runner/prepare.js";
-import { type OpenJournal, type RunRequest, runLifecycle } from "../../src/runner/run.js";
+import { type OpenJournal, type RunInvocation, runLifecycle } from "../../src/runner/run.js";
 import { Journal } from "../../src/runner/state/journal.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
 import { VERDICTS } from "../../src/api/verdict.js";
@@ -34,7 +34,7 @@ function input(name: string, n = N): string {
   return path;
 }
 
-function request(data: string, output: string, evaluator: FakeEvaluator, over: Partial<RunRequest> = {}): RunRequest {
+function request(data: string, output: string, evaluator: FakeEvaluator, over: Partial<RunInvocation> = {}): RunInvocation {
   return lifecycleRequest(data, jobFile, output, evaluator, { maxFailuresInARow: 5, ...over });
 }
 

@@ -8,7 +8,7 @@ import { createLogger } from "../../src/logging/logger.js";
 import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
 import { localTarget } from "../../src/runner/output/outputs.js";
-import { runJob, type RunOptions } from "../../src/runner/run.js";
+import { runJob, type OpenedRun } from "../../src/runner/run.js";
 import { openLocalSource } from "../../src/records/sources.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
@@ -22,7 +22,7 @@ function input(name: string, texts: string[]): string {
   return path;
 }
 
-function options(name: string, data: string, evaluator: FakeEvaluator, over: Partial<RunOptions> = {}): RunOptions {
+function options(name: string, data: string, evaluator: FakeEvaluator, over: Partial<OpenedRun> = {}): OpenedRun {
   const out = join(dir, `${name}.out.jsonl`);
   return {
     job,

@@ -5,12 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Evaluator } from "../../src/evaluator/evaluator.js";
 import { createLogger } from "../../src/logging/logger.js";
-import type { RunRequest } from "../../src/runner/run.js";
+import type { RunInvocation } from "../../src/runner/run.js";
 
 const silent = createLogger({ level: "silent" });
 
 /** A `run` of `input` with `job` into `output` (its --summary-json beside it), answered by `evaluator`; `over` replaces any setting. */
-export function lifecycleRequest(input: string, job: string, output: string, evaluator: Evaluator, over: Partial<RunRequest> = {}): RunRequest {
+export function lifecycleRequest(input: string, job: string, output: string, evaluator: Evaluator, over: Partial<RunInvocation> = {}): RunInvocation {
   return {
     settings: { input, jobFile: job, model: "default", apiKeyEnv: "TYPED_EVAL_API_KEY", timeoutSeconds: 5, seed: 1, concurrency: 4 },
     places: { output, summaryJson: `${output}.summary.json` },
