@@ -23,6 +23,7 @@ import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
 import { progressBar } from "./progress.js";
 import { bundledJobs } from "../records/bundled-jobs.js";
+import { extensionsText, formatNames } from "../records/formats.js";
 
 /** Options shared by `run` and `estimate`, declared once: their types are `JobArgs`. */
 export function withJobOptions<T>(y: Argv<T>) {
@@ -40,8 +41,8 @@ export function withJobOptions<T>(y: Argv<T>) {
         describe: `job file (questions, model, state and id fields), or a bundled job's name when no such file exists: ${bundledJobs().join(", ")}`,
       })
       .option("format", {
-        choices: ["jsonl", "csv", "parquet"] as const,
-        describe: "input format (default: from the extension, .csv, .parquet, else JSONL; under an S3 prefix, each key's own)",
+        choices: formatNames(),
+        describe: `input format (default: from the extension, ${extensionsText()}, else JSONL; under an S3 prefix, each key's own)`,
       })
       .option("base-url", {
         type: "string",
@@ -109,9 +110,9 @@ function withRunOptions<T>(y: Argv<T>) {
     .option("output", {
       alias: "o",
       type: "string",
-      describe: "answers: a path (.jsonl, .csv or .parquet), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
+      describe: `answers: a path (${extensionsText()}; text formats also .gz), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)`,
     })
-    .option("output-format", { choices: ["jsonl", "csv", "parquet"] as const, describe: "answers format (default: from the output's extension)" })
+    .option("output-format", { choices: formatNames(), describe: "answers format (default: from the output's extension; JSONL for stdout)" })
     .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
     .option("journal", {
       type: "string",

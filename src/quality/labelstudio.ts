@@ -33,7 +33,7 @@ import { kindOf, unitsOf } from "../questions/index.js";
 import type { Job } from "../records/job.js";
 import { reviewReason } from "../records/review.js";
 import { valueAt } from "../records/source.js";
-import { formatOf } from "../records/sources.js";
+import { inputFormat } from "../records/formats.js";
 import { displayLabels, type Gold, goldClass, infoOf, openFile, QualityInputError, type QuestionInfo, readAnswers, unitInfos } from "./answers.js";
 import { csvLine } from "./csv-line.js";
 
@@ -181,7 +181,7 @@ async function statesFromInput(
     let left = lines.size;
     let found: Awaited<ReturnType<typeof openFile>>;
     try {
-      found = await openFile(location, formatOf(location), "input", false);
+      found = await openFile(location, inputFormat(location), "input", false);
     } catch (error) {
       throw new QualityInputError(
         `the tasks would give annotators nothing to read: the state ${job.state ?? "(the whole record)"} is not kept in ${reviewPath}, and ${(error as Error).message}; pass --input <the file the run read>, or keep the state field in the job`,
