@@ -16,6 +16,7 @@ import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
 import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
+import { extensionsText, outputFormat } from "../records/formats.js";
 
 /**
  * Streaming a million answers and gold rows makes garbage faster than V8
@@ -40,7 +41,7 @@ function withGoldOptions<T>(y: Argv<T>) {
     .positional("answers", {
       type: "string",
       demandOption: true,
-      describe: "answers a run wrote (.jsonl, .csv or .parquet; JSONL and CSV optionally .gz): a path or s3://bucket/key",
+      describe: `answers a run wrote (${extensionsText()}; text formats optionally .gz): a path or s3://bucket/key`,
     })
     .option("gold", {
       type: "string",
@@ -69,8 +70,7 @@ function withAssessOptions<T>(y: Argv<T>) {
     .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
     .option("suspects", {
       type: "string",
-      describe:
-        "list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (.csv or .jsonl), write them all there",
+      describe: `list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (${extensionsText()}), write them all there`,
     })
     .option("suspects-method", {
       choices: SUSPECT_METHODS,
@@ -88,6 +88,8 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
     checkGate(conditions, { gold: true, compare: args.compare !== undefined, command: "assess" });
     if (args.html) checkWritable(args.html, "--html");
+    // A suspects file no format can be written as is refused before the answers are read.
+    if (args.suspects) outputFormat(args.suspects, { what: "suspects" });
     const { questions, idField } = jobQuestions(args.job);
     if (args["suspects-method"] !== undefined && args.suspects === undefined)
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");

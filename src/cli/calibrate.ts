@@ -11,6 +11,7 @@ import { classify, VerdictError } from "../api/verdict.js";
 import { UsageError } from "./exit.js";
 import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
+import { extensionsText } from "../records/formats.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
 import { withModelOptions } from "./model-options.js";
@@ -113,7 +114,7 @@ function remoteFailure(error: TypedEvalError, where: string, keyEnv: string): Ve
 
 function withCalibrateOptions<T>(y: Argv<T>) {
   return withModelOptions(y)
-    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet): a path or s3://bucket/key" })
+    .positional("answers", { type: "string", demandOption: true, describe: `answers a run wrote (${extensionsText()}): a path or s3://bucket/key` })
     .option("gold", {
       type: "string",
       describe:

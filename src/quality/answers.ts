@@ -62,7 +62,7 @@ function discoverJsonl(row: Record_): QuestionInfo[] {
   return out;
 }
 
-/** Units named by the columns of a flat answers file (CSV, TSV, Parquet): `<unit>.<type>` (the type's main column), then whatever its type reads. */
+/** Units named by the columns of a flat answers file (a format of columns: CSV, Parquet, ...): `<unit>.<type>` (the type's main column), then whatever its type reads. */
 function discoverColumns(columns: string[]): QuestionInfo[] {
   const out: QuestionInfo[] = [];
   const main = mainColumn();

@@ -1,5 +1,5 @@
 /**
- * CSV, and the delimited text formats made the same way (TSV): read with
+ * CSV, and any delimited text format made the same way: read with
  * csv-parse, each record's starting line found, a broken record an error
  * row; written with RFC 4180 quoting, as csv-stringify's defaults would
  * (a cell is quoted when it holds a quote, the delimiter or a line break),

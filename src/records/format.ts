@@ -2,7 +2,7 @@
  * What a data format is: how its records are read and how rows are written
  * in it, with what the surfaces that pick a format by name need to know
  * (extensions, content type, gzip, layout). One module per format implements
- * `Format` (jsonl.ts, csv.ts, tsv.ts, parquet.ts); the registry
+ * `Format` (jsonl.ts, csv.ts, parquet.ts, ...); the registry
  * (formats.ts) lists them, and every reader and writer of a data file asks
  * it, so adding a format is one module and one entry there.
  */
@@ -23,7 +23,7 @@ export interface Column<R> {
   value(row: R): unknown;
 }
 
-/** Rows of `R` as a writer sees them: flat columns (CSV, TSV, Parquet) or one nested record per row (JSONL). */
+/** Rows of `R` as a writer sees them: flat columns (CSV, Parquet) or one nested record per row (JSONL). */
 export interface Table<R> {
   columns: readonly Column<R>[];
   record(row: R): Record<string, unknown>;

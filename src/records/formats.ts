@@ -49,7 +49,7 @@ export function formatOfName(location: string): FileFormat | undefined {
   return format ? { format, gzip } : undefined;
 }
 
-/** The registered extensions as one line: ".jsonl, .ndjson (JSONL), .csv (CSV), ... (each JSONL, CSV, TSV also .gz)". */
+/** The registered extensions as one line: ".jsonl, .ndjson (JSONL); .csv (CSV); ...; JSONL, CSV, ... also gzipped (.gz)". */
 export function formatList(): string {
   const zipped = FORMATS.filter((f) => f.gzip).map((f) => f.title);
   return `${FORMATS.map((f) => `${f.extensions.join(", ")} (${f.title})`).join("; ")}; ${zipped.join(", ")} also gzipped (.gz)`;
@@ -83,15 +83,16 @@ export function inputFormat(location: string, explicit?: string): Format {
  * registered is refused (exit 2) with the list of those that are: writing
  * JSONL under another name would look like success.
  */
-export function outputFormat(location: string, explicit?: string, flag?: string): FileFormat {
-  const usage = (message: string) => new InvocationError(message);
+export function outputFormat(location: string, options: { explicit?: string | undefined; flag?: string; what?: string } = {}): FileFormat {
+  const { explicit, flag, what } = options;
+  const usage = (message: string) => new InvocationError(`cannot write ${what ? `${what} ` : ""}${message}`);
   const file = formatOfName(location);
   if (explicit !== undefined) {
     const format = named(explicit, flag ?? "--output-format");
     return { format, gzip: location !== "-" && format.gzip && (file?.gzip ?? false) };
   }
   if (location === "-") return { format: JSONL, gzip: false };
-  if (!file) throw usage(`cannot write ${location}: no format has its extension; name it ${formatList()}${flag ? `, or pass ${flag}` : ""}`);
+  if (!file) throw usage(`${location}: no format has its extension; name it ${formatList()}${flag ? `, or pass ${flag}` : ""}`);
   return gzipAllowed(file, location, usage);
 }
 

@@ -208,7 +208,7 @@ export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shar
   const remoteJournal = isS3(journalLocation) ? journalLocation : undefined;
   return {
     output,
-    answersFormat: outputFormat(output, places.outputFormat, "--output-format"),
+    answersFormat: outputFormat(output, { explicit: places.outputFormat, flag: "--output-format", what: "the answers" }),
     sidecar,
     errors: places.errors ?? (output === "-" ? undefined : `${sidecar}.errors.jsonl`),
     usage: output === "-" ? undefined : `${output}.usage.json`,

@@ -1,6 +1,6 @@
 /**
  * The flat columns of an answers output, shared by every format of columns
- * (CSV, TSV, Parquet): one definition of each column's name, kind and value,
+ * (CSV, Parquet, ...): one definition of each column's name, kind and value,
  * so no two formats can disagree about what a row holds. Each question type names its own
  * columns (`src/questions`); a question with parts has its parts' columns,
  * each part named `<question>.<part>` like a question of its type.

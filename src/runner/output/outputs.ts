@@ -94,7 +94,7 @@ export interface OutputPolicy {
   review?: { policy: ReviewPolicy; target: OutputTarget } | undefined;
   /** Apply batch calibration even where it would flatten a skewed question (BATCH_MAX_MOVE). */
   forceBatch?: boolean | undefined;
-  /** Start CSV and TSV outputs with a UTF-8 byte order mark. */
+  /** Start delimited text outputs (CSV) with a UTF-8 byte order mark. */
   csvBom?: boolean | undefined;
 }
 
