@@ -94,8 +94,17 @@ export function delimitedWriter(delimiter: string): <R>(table: Table<R>, options
   // The delimiters used here (comma, tab) mean themselves inside a character class.
   const needsQuotes = new RegExp(`["\\r\\n${delimiter}]`);
   const quoted = (text: string) => (needsQuotes.test(text) ? `"${text.replaceAll('"', '""')}"` : text);
+  // Numbers first: most cells are, and their text never needs quotes.
   const cell = (value: unknown): string =>
-    value === null || value === undefined ? "" : typeof value === "object" ? quoted(JSON.stringify(value)) : quoted(String(value));
+    typeof value === "number"
+      ? String(value)
+      : typeof value === "string"
+        ? quoted(value)
+        : value === null || value === undefined
+          ? ""
+          : typeof value === "object"
+            ? quoted(JSON.stringify(value))
+            : quoted(String(value));
   return (table, options) => {
     const { columns } = table;
     const header = `${options.bom ? "\ufeff" : ""}${columns.map((c) => quoted(c.name)).join(delimiter)}\n`;
