@@ -178,7 +178,6 @@ export interface RunPlaces {
 /** Every place a run reads or writes, resolved once. */
 export interface RunPaths {
   output: string;
-  answersFormat: FileFormat;
   /** The prefix of the errors, usage and review files. */
   sidecar: string;
   /** Failed records; undefined for `-o -` without --errors (nothing is dropped in the working directory: the journal keeps them). */
@@ -193,12 +192,7 @@ export interface RunPaths {
   inputId: string;
 }
 
-/**
- * Resolves where a run writes (`-o` default, sidecars, the journal beside
- * the output or under .typed-eval/), and the answers' format: an output
- * whose extension no format registered is refused here, in the check stage,
- * before anything is paid.
- */
+/** Resolves where a run writes (`-o` default, sidecars, the journal beside the output or under .typed-eval/). */
 export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shard">, places: RunPlaces): RunPaths {
   const input = settings.input;
   const inputName = input === "-" ? "stdin" : basename(input).replace(/(\.[^.]+)?(\.gz)?$/i, "");
@@ -208,7 +202,6 @@ export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shar
   const remoteJournal = isS3(journalLocation) ? journalLocation : undefined;
   return {
     output,
-    answersFormat: outputFormat(output, { explicit: places.outputFormat, flag: "--output-format", what: "the answers" }),
     sidecar,
     errors: places.errors ?? (output === "-" ? undefined : `${sidecar}.errors.jsonl`),
     usage: output === "-" ? undefined : `${output}.usage.json`,
@@ -231,6 +224,11 @@ function defaultJournal(settings: Pick<JobSettings, "input" | "jobFile" | "shard
     .digest("hex")
     .slice(0, 16);
   return `.typed-eval/journal-${key}.jsonl`;
+}
+
+/** The answers' format: `--output-format`, else the output's extension; one no format has is refused (exit 2), in the check stage. */
+export function answersFormatOf(output: string, places: Pick<RunPlaces, "outputFormat">): FileFormat {
+  return outputFormat(output, { explicit: places.outputFormat, flag: "--output-format", what: "the answers" });
 }
 
 /** A path, stdout ("-") or an S3 location as an output target. */
@@ -260,7 +258,7 @@ export function outputPolicy(
   settings: ShapingSettings,
   jobFile: string,
   job: Job,
-  paths: Pick<RunPaths, "sidecar" | "answersFormat">,
+  paths: Pick<RunPaths, "sidecar"> & { answersFormat: FileFormat },
   logger: Logger,
 ): { policy: RunShaping; verify(evaluator: Evaluator): void } {
   const policy: RunShaping = { csvBom: settings.csvBom };

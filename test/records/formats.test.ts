@@ -140,7 +140,12 @@ describe("an extension no format has", () => {
       expect(existsSync(join(dir, `${name}.journal`))).toBe(false);
       expect(existsSync(join(dir, name))).toBe(false);
     }
-    expect((await cli("run", input, "--job", jobFile, "-o", "out.xlsx")).stderr).toContain("also gzipped (.gz), or pass --output-format");
+    const summary = join(dir, "refused.summary.json");
+    expect((await cli("run", input, "--job", jobFile, "-o", "out.xlsx", "--summary-json", summary)).stderr).toContain(
+      "also gzipped (.gz), or pass --output-format",
+    );
+    // The scheduler's summary is written for this verdict as for any.
+    expect(JSON.parse(readFileSync(summary, "utf8"))).toMatchObject({ verdict: "bad-input", output: "out.xlsx" });
     // Named by the flag, any name is written in that format.
     expect((await cli("run", input, "--job", jobFile, "--journal", journal, "-o", "named.out", "--output-format", "tsv")).code).toBe(0);
     expect(readFileSync(join(dir, "named.out"), "utf8")).toBe(readFileSync(join(dir, "out.tsv"), "utf8"));
