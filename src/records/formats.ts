@@ -89,7 +89,7 @@ export function outputFormat(location: string, options: { explicit?: string | un
   const file = formatOfName(location);
   if (explicit !== undefined) {
     const format = named(explicit, flag ?? "--output-format");
-    return { format, gzip: location !== "-" && format.gzip && (file?.gzip ?? false) };
+    return gzipAllowed({ format, gzip: location.toLowerCase().endsWith(".gz") }, location, usage);
   }
   if (location === "-") return { format: JSONL, gzip: false };
   if (!file) throw usage(`${location}: no format has its extension; name it ${formatList()}${flag ? `, or pass ${flag}` : ""}`);

@@ -67,6 +67,10 @@ describe("a format is one module and one registry entry", () => {
     expect(() => outputFormat("b.parquet.gz")).toThrow(/Parquet is not gzipped .*name it b\.parquet$/);
     expect(() => outputFormat("b.xlsx", { what: "the answers" })).toThrow(/^cannot write the answers b\.xlsx: no format has its extension; name it \.jsonl/);
     expect(outputFormat("-")).toMatchObject({ format: { name: "jsonl" }, gzip: false });
+    // A flag names the format whatever the name; a .gz name still means gzip.
+    expect(outputFormat("night.gz", { explicit: "csv" })).toMatchObject({ format: { name: "csv" }, gzip: true });
+    expect(() => outputFormat("night.gz", { explicit: "parquet" })).toThrow(/Parquet is not gzipped/);
+    expect(() => outputFormat("night", { explicit: "xlsx", flag: "--output-format" })).toThrow(/^--output-format xlsx: no such format; the formats are jsonl, csv, tsv, parquet$/);
   });
 });
 
