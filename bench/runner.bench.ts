@@ -26,7 +26,9 @@ import { loadJob, parseJob, type Job } from "../src/records/job.js";
 import { RunLimiter } from "../src/runner/send/limiter.js";
 import { localTarget } from "../src/runner/output/outputs.js";
 import { runJob } from "../src/runner/run.js";
+import { JSONL } from "../src/records/jsonl.js";
 import { openLocalSource } from "../src/records/sources.js";
+import { outputFormat } from "../src/records/formats.js";
 import { generatedModel, TINY } from "../test/support/models.js";
 import { ByteWriter, ParquetWriter, type SchemaElement } from "hyparquet-writer";
 import type { Benchmark, Ratio } from "./harness.js";
@@ -83,10 +85,10 @@ async function run(input: string, evaluator: Evaluator, rpm: number, tps: number
   const started = Date.now();
   const result = await runJob({
     job,
-    source: openLocalSource(input, "jsonl"),
+    source: openLocalSource(input, JSONL),
     evaluator,
     journalPath: `${out}.journal`,
-    answers: { target: localTarget(out), format: "jsonl" },
+    answers: { target: localTarget(out), format: outputFormat(out) },
     errors: localTarget(`${out}.errors.jsonl`),
     limiter: new RunLimiter({ requestsPerMinute: rpm, tokensPerSecond: tps }),
     concurrency,
@@ -355,7 +357,7 @@ const benchmark: Benchmark = {
     const triage = loadJob("jobs/support-triage.json");
     const estimate = await estimateJob({
       job: triage,
-      source: openLocalSource("examples/data/tickets.jsonl", "jsonl"),
+      source: openLocalSource("examples/data/tickets.jsonl", JSONL),
       evaluator: router,
       price: 0.042,
       rpm: 1200,
@@ -364,10 +366,10 @@ const benchmark: Benchmark = {
     const out = join(dir, "estimate.jsonl");
     const real = await runJob({
       job: triage,
-      source: openLocalSource("examples/data/tickets.jsonl", "jsonl"),
+      source: openLocalSource("examples/data/tickets.jsonl", JSONL),
       evaluator: router,
       journalPath: `${out}.journal`,
-      answers: { target: localTarget(out), format: "jsonl" },
+      answers: { target: localTarget(out), format: outputFormat(out) },
       errors: localTarget(`${out}.errors.jsonl`),
       limiter: new RunLimiter({ requestsPerMinute: 1200, tokensPerSecond: 250_000 }),
       concurrency: 4,

@@ -14,6 +14,8 @@ const { runJob } = await load<typeof import("../src/runner/run.js")>("runner/run
 const { localTarget } = await load<typeof import("../src/runner/output/outputs.js")>("runner/output/outputs.js");
 const { parseJob } = await load<typeof import("../src/records/job.js")>("records/job.js");
 const { openLocalSource } = await load<typeof import("../src/records/sources.js")>("records/sources.js");
+const { outputFormat } = await load<typeof import("../src/records/formats.js")>("records/formats.js");
+const { JSONL } = await load<typeof import("../src/records/jsonl.js")>("records/jsonl.js");
 const { RunLimiter } = await load<typeof import("../src/runner/send/limiter.js")>("runner/send/limiter.js");
 const { createLogger } = await load<typeof import("../src/logging/logger.js")>("logging/logger.js");
 const job = parseJob(JSON.parse(readFileSync(jobFile, "utf8")), jobFile);
@@ -29,10 +31,10 @@ const evaluator = {
 const started = performance.now();
 const result = await runJob({
   job,
-  source: openLocalSource(input, "jsonl"),
+  source: openLocalSource(input, JSONL),
   evaluator,
   journalPath: journal,
-  answers: { target: localTarget(out), format: "jsonl" },
+  answers: { target: localTarget(out), format: outputFormat(out) },
   errors: localTarget(`${out}.errors`),
   limiter: new RunLimiter({ requestsPerMinute: 1e12, tokensPerSecond: 1e15 }),
   concurrency: 64,

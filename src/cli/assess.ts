@@ -14,6 +14,7 @@ import { numeric } from "./checks.js";
 import { UsageError } from "./exit.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
 import { favourSize, jobQuestions } from "./quality-setup.js";
+import { extensionsText, outputFormat } from "../records/formats.js";
 
 /** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
 function withGoldOptions<T>(y: Argv<T>) {
@@ -21,7 +22,7 @@ function withGoldOptions<T>(y: Argv<T>) {
     .positional("answers", {
       type: "string",
       demandOption: true,
-      describe: "answers a run wrote (.jsonl, .csv or .parquet; JSONL and CSV optionally .gz): a path or s3://bucket/key",
+      describe: `answers a run wrote (${extensionsText()}; text formats optionally .gz): a path or s3://bucket/key`,
     })
     .option("gold", {
       type: "string",
@@ -50,8 +51,7 @@ function withAssessOptions<T>(y: Argv<T>) {
     .option("raw", { type: "boolean", default: false, describe: "assess the raw probabilities of a calibrated run" })
     .option("suspects", {
       type: "string",
-      describe:
-        "list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (.csv or .jsonl), write them all there",
+      describe: `list the gold labels the answers contradict (confident learning), per question sorted by margin; with a file (${extensionsText()}), write them all there`,
     })
     .option("suspects-method", {
       choices: SUSPECT_METHODS,
@@ -72,6 +72,8 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
     // Every file it writes is checked before a row is read: a night's assessment is never computed to be lost at the end.
     if (args.html) checkWritable(args.html, "--html");
+    // A suspects file no format can be written as is refused before the answers are read.
+    if (args.suspects) outputFormat(args.suspects, { what: "suspects" });
     if (args.suspects) checkWritable(args.suspects, "--suspects");
     const { questions, idField } = jobQuestions(args.job);
     const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;

@@ -6,6 +6,7 @@ import { describeFit } from "../calibration/file.js";
 import { CALIBRATION_METHODS, calibrateAnswers, fitsOnGold } from "../quality/calibrate.js";
 import { openEvaluator } from "../runner/prepare.js";
 import type { ArgsOf } from "./args.js";
+import { extensionsText } from "../records/formats.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
@@ -16,7 +17,7 @@ import { favourSize, jobQuestions } from "./quality-setup.js";
 
 function withCalibrateOptions<T>(y: Argv<T>) {
   return withModelOptions(y)
-    .positional("answers", { type: "string", demandOption: true, describe: "answers a run wrote (.jsonl, .csv or .parquet): a path or s3://bucket/key" })
+    .positional("answers", { type: "string", demandOption: true, describe: `answers a run wrote (${extensionsText()}): a path or s3://bucket/key` })
     .option("gold", {
       type: "string",
       describe:

@@ -59,8 +59,8 @@ export function checkWritable(path: string, flag: string): void {
   if (why !== undefined) throw new UsageError(`cannot write ${flag} ${path}: ${why}; choose another path`);
 }
 
-/** Writes a whole text file under a temporary name and renames it, so a failure never leaves half a file. */
-export function writeFileAtomic(path: string, text: string, flag = "--output"): void {
+/** Writes a whole file (text or bytes) under a temporary name and renames it, so a failure never leaves half a file. */
+export function writeFileAtomic(path: string, text: string | Uint8Array, flag = "--output"): void {
   checkWritable(path, flag);
   const partial = `${path}.partial`;
   try {

@@ -5,6 +5,7 @@ import { BASE_URL_ENV, type JobSettings, type OpenModel } from "../runner/prepar
 import { parseShard } from "../runner/input/requests.js";
 import { DEFAULT_LIMITS } from "../runner/send/limiter.js";
 import { bundledJobs } from "../records/bundled-jobs.js";
+import { extensionsText, formatNames } from "../records/formats.js";
 import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
@@ -28,8 +29,8 @@ export function withJobOptions<T>(y: Argv<T>) {
         describe: `job file (questions, model, state and id fields), or a bundled job's name when no such file exists: ${bundledJobs().join(", ")}`,
       })
       .option("format", {
-        choices: ["jsonl", "csv", "parquet"] as const,
-        describe: "input format (default: from the extension, .csv, .parquet, else JSONL; under an S3 prefix, each key's own)",
+        choices: formatNames(),
+        describe: `input format (default: from the extension, ${extensionsText()}, else JSONL; under an S3 prefix, each key's own)`,
       })
       .option("base-url", {
         type: "string",

@@ -4,15 +4,16 @@ import { loadJob } from "../records/job.js";
 import { unitInfos } from "../quality/answers.js";
 import { requireContent, requireInput } from "./input.js";
 import { refuseOtherKinds } from "../records/file-kind.js";
-import { goldCsv, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
+import { goldFile, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
+import { extensionsText, outputFormat } from "../records/formats.js";
 
 function withExportOptions<T>(y: Argv<T>) {
   return y
     .positional("review", {
       type: "string",
       demandOption: true,
-      describe: "the review file a run wrote (<output>.review.jsonl, .csv or .parquet), or any answers file of the job",
+      describe: `the review file a run wrote (<output>.review${extensionsText()}), or any answers file of the job`,
     })
     .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file of the run (questions, state, kept fields)" })
     .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the tasks (JSON, for Label Studio's import)" })
@@ -50,7 +51,12 @@ function withImportOptions<T>(y: Argv<T>) {
       describe: "a Label Studio export of the tasks, labelled: JSON, JSON-MIN (.json) or CSV (.csv)",
     })
     .option("job", { alias: "j", type: "string", demandOption: true, describe: "the job file (questions and their options)" })
-    .option("output", { alias: "o", type: "string", demandOption: true, describe: "where to write the gold labels (CSV: id and one column per question)" });
+    .option("output", {
+      alias: "o",
+      type: "string",
+      demandOption: true,
+      describe: `where to write the gold labels, id and one column per question (${extensionsText()})`,
+    });
 }
 
 const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
@@ -59,13 +65,14 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
     "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
+    const file = outputFormat(args.output, { what: "gold" });
     requireInput(args.export, "Label Studio export");
     requireContent(args.export, "Label Studio export");
     refuseOtherKinds(args.export, ["Label Studio export"], "a Label Studio export");
     checkWritable(args.output, "--output");
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
-    writeFileAtomic(args.output, goldCsv(gold), "--output");
+    writeFileAtomic(args.output, goldFile(gold, file), "--output");
     process.stderr.write(`${gold.lines.length} gold row${gold.lines.length === 1 ? "" : "s"}: ${args.output}\n`);
   },
 };

@@ -2,7 +2,7 @@
  * Progress for long operations: a redrawn bar on a TTY, and on anything else
  * one JSON line per 10% so logs stay readable.
  */
-import { formatBytes } from "../records/sources.js";
+import { formatBytes } from "../records/text.js";
 export interface ProgressBar {
   update(done: number, total: number | undefined, note?: string): void;
   finish(note?: string): void;

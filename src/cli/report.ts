@@ -14,13 +14,14 @@ import { favourSize, jobQuestions } from "./quality-setup.js";
 import { numeric } from "./checks.js";
 import { GateFailedError } from "../api/verdict.js";
 import { checkWritable, writeFileAtomic } from "./files.js";
+import { extensionsText } from "../records/formats.js";
 
 function withReportOptions<T>(y: Argv<T>) {
   return y
     .positional("answers", {
       type: "string",
       demandOption: true,
-      describe: "answers a run wrote (.jsonl, .csv or .parquet): a path or s3://bucket/key; its .errors.jsonl and .usage.json are read when beside it on disk",
+      describe: `answers a run wrote (${extensionsText()}): a path or s3://bucket/key; its .errors.jsonl and .usage.json are read when beside it on disk`,
     })
     .option("compare", {
       type: "string",

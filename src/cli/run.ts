@@ -18,6 +18,7 @@ import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
 import { progressBar } from "./progress.js";
 import { jobSettings, modelOpener, withJobOptions } from "./job-options.js";
+import { extensionsText, formatNames } from "../records/formats.js";
 
 /** A share option (5% or 0.05), checked when it is parsed. */
 function shareOf(flag: string) {
@@ -38,9 +39,9 @@ function withRunOptions<T>(y: Argv<T>) {
     .option("output", {
       alias: "o",
       type: "string",
-      describe: "answers: a path (.jsonl, .csv or .parquet), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)",
+      describe: `answers: a path (${extensionsText()}; text formats also .gz), - for stdout, or s3://bucket/key (default: out/<job>-<input>.jsonl)`,
     })
-    .option("output-format", { choices: ["jsonl", "csv", "parquet"] as const, describe: "answers format (default: from the output's extension)" })
+    .option("output-format", { choices: formatNames(), describe: "answers format (default: from the output's extension; JSONL for stdout)" })
     .option("errors", { type: "string", describe: "failed records, JSONL (default: <output>.errors.jsonl)" })
     .option("journal", {
       type: "string",

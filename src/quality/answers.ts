@@ -1,13 +1,15 @@
 /**
- * Reading what a run wrote (answers as JSONL or CSV) and what people labeled
- * (gold as JSONL or CSV), streamed, into per-question label distributions and
+ * Reading what a run wrote (answers) and what people labeled (gold), in any
+ * registered format (src/records/formats.ts), streamed, into per-question label distributions and
  * gold class indices. Everything downstream (assess, calibrate, thresholds,
  * report) works on these, so it is the same for the embedded model and for
  * any remote endpoint.
  */
 import { distributionKinds, findKind, kindOf, unitAnswers, type AnyDistributionKind, type ProbabilityField, type QuestionInfo } from "../questions/index.js";
 import { isObject } from "../questions/kind.js";
-import { formatOf, openLocalSource, type InputFormat } from "../records/sources.js";
+import type { Format } from "../records/format.js";
+import { inputFormat } from "../records/formats.js";
+import { openLocalSource } from "../records/sources.js";
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
 import { isS3 } from "../records/s3.js";
@@ -61,7 +63,7 @@ function discoverJsonl(row: Record_): QuestionInfo[] {
   return out;
 }
 
-/** Units named by the columns of a CSV or Parquet answers file: `<unit>.<type>` (the type's main column), then whatever its type reads. */
+/** Units named by the columns of a flat answers file (a format of columns: CSV, Parquet, ...): `<unit>.<type>` (the type's main column), then whatever its type reads. */
 function discoverColumns(columns: string[]): QuestionInfo[] {
   const out: QuestionInfo[] = [];
   const main = mainColumn();
@@ -130,9 +132,9 @@ function distributionOf(q: QuestionInfo, raw: boolean, get: (key: string) => unk
  * a mistake in a flag such as --gold or --compare. A store that stays down
  * past its retries is a `StorageError` (exit 9: rerun once it is back).
  */
-export async function openFile(path: string, format: InputFormat, what: string, primary: boolean): Promise<Source> {
+export async function openFile(path: string, format: Format, what: string, primary: boolean): Promise<Source> {
   try {
-    return isS3(path) ? await openS3Source(path, format) : openLocalSource(path, format);
+    return isS3(path) ? await openS3Source(path, format.name) : openLocalSource(path, format);
   } catch (error) {
     if (error instanceof StorageError) throw error;
     // An S3 source names the object itself ("cannot read s3://...: no such key"): say it once.
@@ -151,14 +153,16 @@ export async function readAnswers(
   path: string,
   options: {
     questions?: QuestionInfo[] | undefined;
-    format?: InputFormat | undefined;
+    /** A registered format's name; by default the file's extension says. */
+    format?: string | undefined;
     onQuestions?: (q: QuestionInfo[]) => void;
     /** Named by a flag (`--compare`): missing, it is a mistake in the invocation (exit 2), not an absent input (6). */
     secondary?: boolean;
   },
 ): Promise<AsyncGenerator<AnswerRow>> {
-  const format = formatOf(path, options.format);
+  const format = inputFormat(path, options.format);
   refuseOtherKinds(path, ["answers"], "answers typed-eval wrote");
+  const flat = format.layout === "columns";
   const source = await openFile(path, format, "answers", !options.secondary);
   let questions = options.questions;
   let notify = options.onQuestions;
@@ -173,7 +177,7 @@ export async function readAnswers(
         if (!isObject(item.record)) throw new QualityInputError(`${where}: not an object`);
         const record = item.record;
         if (!questions) {
-          questions = format !== "jsonl" ? discoverColumns(Object.keys(record)) : discoverJsonl(record);
+          questions = flat ? discoverColumns(Object.keys(record)) : discoverJsonl(record);
           if (questions.length === 0)
             throw new QualityInputError(
               `${path} holds no answers typed-eval wrote (no answers object or <question>.${distributionTypes().join("/.")} columns)`,
@@ -185,7 +189,7 @@ export async function readAnswers(
         if (id === undefined || id === null || id === "") throw new QualityInputError(`${where}: no id`);
         const row: AnswerRow = { id: String(id), line: item.line, dist: new Map(), record };
         if (typeof record["model"] === "string" && record["model"] !== "") row.model = record["model"];
-        if (format !== "jsonl") {
+        if (flat) {
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))
               throw new QualityInputError(`${path}: no column ${q.name}.${q.type}; is this the answers file of this job?`);
@@ -276,9 +280,9 @@ function field(record: Record_, path: string): unknown {
 export async function readGold(
   path: string,
   questions: QuestionInfo[],
-  options: { idField?: string | undefined; jobIdField?: string | undefined; format?: InputFormat | undefined },
+  options: { idField?: string | undefined; jobIdField?: string | undefined; format?: string | undefined },
 ): Promise<Gold> {
-  const format = formatOf(path, options.format);
+  const format = inputFormat(path, options.format);
   const source = await openFile(path, format, "gold", false);
   const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(1024 * questions.length), questions, ignored: [] };
   const problems: string[] = [];

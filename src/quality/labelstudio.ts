@@ -33,9 +33,9 @@ import { kindOf, unitsOf } from "../questions/index.js";
 import type { Job } from "../records/job.js";
 import { reviewReason } from "../records/review.js";
 import { valueAt } from "../records/source.js";
-import { formatOf } from "../records/sources.js";
+import type { Column } from "../records/format.js";
+import { encodeAll, type FileFormat, inputFormat } from "../records/formats.js";
 import { displayLabels, type Gold, goldClass, infoOf, openFile, QualityInputError, type QuestionInfo, readAnswers, unitInfos } from "./answers.js";
-import { csvLine } from "./csv-line.js";
 
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -181,7 +181,7 @@ async function statesFromInput(
     let left = lines.size;
     let found: Awaited<ReturnType<typeof openFile>>;
     try {
-      found = await openFile(location, formatOf(location), "input", false);
+      found = await openFile(location, inputFormat(location), "input", false);
     } catch (error) {
       throw new QualityInputError(
         `the tasks would give annotators nothing to read: the state ${job.state ?? "(the whole record)"} is not kept in ${reviewPath}, and ${(error as Error).message}; pass --input <the file the run read>, or keep the state field in the job`,
@@ -544,12 +544,23 @@ export async function readLabelStudioGold(path: string, questions: QuestionInfo[
   return gold;
 }
 
-/** Gold as CSV (id, then one column per question: the option name, yes/no, or the level index), for `labelstudio import`. */
-export function goldCsv(gold: Gold): string {
+/**
+ * Gold as a file of `file`'s format (id, then one column per question: the
+ * option name, yes/no, or the level index; empty where it was left
+ * unlabeled), for `labelstudio import`.
+ */
+export function goldFile(gold: Gold, file: FileFormat): Buffer {
   const { questions } = gold;
   const nq = questions.length;
-  const label = (q: QuestionInfo, y: number) => (y < 0 ? "" : kindOf(q).goldText(q, y));
-  const lines = [csvLine(["id", ...questions.map((q) => q.name)])];
-  for (const [id, r] of gold.rows) lines.push(csvLine([id, ...questions.map((q, j) => label(q, gold.labels[r * nq + j] as number))]));
-  return lines.join("");
+  const label = (r: number, j: number) => {
+    const y = gold.labels[r * nq + j] as number;
+    return y < 0 ? undefined : kindOf(questions[j] as QuestionInfo).goldText(questions[j] as QuestionInfo, y);
+  };
+  type Row = [id: string, row: number];
+  const columns: Column<Row>[] = [
+    { name: "id", kind: "string", value: ([id]) => id },
+    ...questions.map((q, j): Column<Row> => ({ name: q.name, kind: "string", value: ([, r]) => label(r, j) })),
+  ];
+  const record = (row: Row) => Object.fromEntries(columns.map((c) => [c.name, c.value(row) ?? null]));
+  return encodeAll(file, { columns, record }, gold.rows);
 }

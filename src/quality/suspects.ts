@@ -12,7 +12,8 @@ import { dirname, resolve } from "node:path";
 import type { QuestionInfo } from "./answers.js";
 import { displayLabels, QualityInputError } from "./answers.js";
 import type { Rows } from "./rows.js";
-import { csvCell, csvLine } from "./csv-line.js";
+import type { Column, ColumnKind, Table } from "../records/format.js";
+import { encoderOf, outputFormat } from "../records/formats.js";
 import { orderBy } from "./metrics.js";
 import { findSuspects, SUSPECT_METHODS, type SuspectMethod } from "./confident-learning.js";
 
@@ -252,12 +253,13 @@ export class Suspects {
   }
 
   /**
-   * Writes every suspect, most suspect first, as CSV (`.csv`) or JSONL
-   * (anything else), each row naming the method, under a temporary name
-   * renamed at the end: a failure leaves no half-written file.
+   * Writes every suspect, most suspect first, in the format its extension
+   * names (formats.ts; one no format has is refused, exit 2), each row naming
+   * the method, under a temporary name renamed at the end: a failure leaves
+   * no half-written file.
    */
   async write(path: string): Promise<void> {
-    const csv = /\.csv$/i.test(path);
+    const encoder = encoderOf(outputFormat(path, { what: "suspects" }), suspectsTable(this.method));
     const partial = `${path}.partial`;
     try {
       mkdirSync(dirname(resolve(path)), { recursive: true });
@@ -267,32 +269,23 @@ export class Suspects {
     const out = createWriteStream(partial);
     const failed = new Promise<never>((_, reject) => out.once("error", reject));
     failed.catch(() => undefined);
-    const put = async (text: string) => {
-      if (!out.write(text)) await Promise.race([new Promise<void>((resolve) => out.once("drain", () => resolve())), failed]);
+    const put = async (chunk: string | Uint8Array) => {
+      if (chunk.length > 0 && !out.write(chunk)) await Promise.race([new Promise<void>((resolve) => out.once("drain", () => resolve())), failed]);
     };
-    const columns = [...SUSPECT_COLUMNS, "method"];
     try {
-      if (csv) await put(csvLine(columns));
-      // A question's name and labels as CSV cells, quoted once rather than on each of a million lines.
-      const cellsOf = this.held.map((h) => ({ question: csvCell(h.info.name), labels: h.labels.map(csvCell) }));
-      const method = csvCell(this.method);
-      const chunk: string[] = [];
+      const chunk: (string | Uint8Array)[] = [];
+      // Written a thousand rows at a time: one call to the stream per batch.
+      const flush = async () => {
+        const texts = chunk.every((c) => typeof c === "string");
+        await put(texts ? chunk.join("") : Buffer.concat(chunk.map((c) => (typeof c === "string" ? Buffer.from(c) : c))));
+        chunk.length = 0;
+      };
       for (const [q, at] of this.merged()) {
-        const h = this.held[q] as Held;
-        const p = h.p[at] as number;
-        const pGold = h.pGold[at] as number;
-        if (csv) {
-          const c = cellsOf[q] as { question: string; labels: string[] };
-          chunk.push(
-            `${csvCell(this.ids.at(h.ref[at] as number))},${c.question},${c.labels[h.gold[at] as number]},${c.labels[h.label[at] as number]},${p},${pGold},${p - pGold},${method}\n`,
-          );
-        } else chunk.push(`${JSON.stringify({ ...this.row(q, at), method: this.method })}\n`);
-        if (chunk.length === 1000) {
-          await put(chunk.join(""));
-          chunk.length = 0;
-        }
+        chunk.push(encoder.row(this.row(q, at)));
+        if (chunk.length === 1000) await flush();
       }
-      if (chunk.length > 0) await put(chunk.join(""));
+      chunk.push(encoder.end());
+      await flush();
       await Promise.race([new Promise<void>((resolve) => out.end(resolve)), failed]);
       renameSync(partial, path);
     } catch (error) {
@@ -306,6 +299,18 @@ export class Suspects {
 
 /** The columns of a suspects file, in order, before `method`. */
 export const SUSPECT_COLUMNS: readonly (keyof SuspectRow)[] = ["id", "question", "gold", "model_label", "probability", "gold_probability", "margin"];
+
+/** A suspects file as a table: its columns, then the method that named the rows. */
+function suspectsTable(method: SuspectMethod): Table<SuspectRow> {
+  const kind = (c: keyof SuspectRow): ColumnKind => (c === "probability" || c === "gold_probability" || c === "margin" ? "double" : "string");
+  return {
+    columns: [
+      ...SUSPECT_COLUMNS.map((c): Column<SuspectRow> => ({ name: c, kind: kind(c), value: (r) => r[c] })),
+      { name: "method", kind: "string", value: () => method },
+    ],
+    record: (r) => ({ ...r, method }),
+  };
+}
 
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

@@ -1,6 +1,7 @@
 /**
- * Parquet in, on hyparquet (pure JavaScript, 1.3 MB installed with the
- * decompressors; why these, in the README).
+ * Parquet, read on hyparquet and written on hyparquet-writer (pure
+ * JavaScript, 1.3 MB installed with the decompressors; why these, in the
+ * README).
  *
  * Reading goes one row group at a time through byte ranges of the file (a
  * local file or an S3 object read by ranged GETs), so memory holds one row
@@ -8,22 +9,13 @@
  * fetched. Values become what a JSON record would hold: 64-bit integers are
  * numbers (text beyond 2^53), timestamps ISO-8601 text, binary base64.
  */
-import { open } from "node:fs/promises";
-import type { S3Client } from "@aws-sdk/client-s3";
-import { getPinned, type ObjectVersion, storageCall } from "./s3.js";
 import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData, type RowGroup } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
 import type { SourceItem } from "./source.js";
 import { InvocationError } from "../api/errors.js";
 import { InputChangedError, SourceError, StorageError } from "../api/verdict.js";
-import { assertPathUnchanged, assertSameFile, type FileIdentity, identityOf } from "./file-identity.js";
-
-/** A Parquet file's bytes by range; `close` releases what it holds. */
-export interface RangedFile extends AsyncBuffer {
-  close(): Promise<void>;
-  /** Throws `InputChangedError` when the file is no longer the one read (called after its last row group). */
-  verify?(): Promise<void>;
-}
+import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from "hyparquet-writer";
+import type { Column, ColumnKind, Format, RangedFile, RowEncoder, Table } from "./format.js";
 
 /** Errors that are not the bytes' fault and keep their own verdict: the input changed, the store failed, a setting is wrong. */
 function ownVerdict(error: unknown): boolean {
@@ -45,55 +37,6 @@ function marked(file: RangedFile): AsyncBuffer {
         throw new ReadFailure(`reading bytes ${start}-${end}: ${(error as Error).message}`);
       }
     },
-  };
-}
-
-/**
- * A local file read by ranges through one file handle, all of the file
- * `seen` describes (by default, the one opened): checked when it is opened,
- * after every range and at the end (`InputChangedError` when it was replaced
- * or modified meanwhile).
- */
-export async function localRanges(path: string, seen?: FileIdentity): Promise<RangedFile> {
-  const handle = await open(path, "r");
-  const opened = identityOf(await handle.stat());
-  const was = seen ?? opened;
-  const unchanged = async () => assertSameFile(path, was, identityOf(await handle.stat()));
-  try {
-    assertSameFile(path, was, opened);
-  } catch (error) {
-    await handle.close();
-    throw error;
-  }
-  const size = was.size;
-  return {
-    byteLength: size,
-    slice: async (start, end = size) => {
-      const bytes = new Uint8Array(end - start);
-      const { bytesRead } = await handle.read(bytes, 0, bytes.length, start);
-      await unchanged();
-      return bytesRead === bytes.length ? bytes.buffer : bytes.buffer.slice(0, bytesRead);
-    },
-    close: () => handle.close(),
-    verify: async () => assertPathUnchanged(path, was),
-  };
-}
-
-/** An S3 object read by ranged GETs, each of the version first seen (`InputChangedError` once it is replaced). */
-export function s3Ranges(client: S3Client, location: string, pinned: ObjectVersion): RangedFile {
-  const size = pinned.size;
-  return {
-    byteLength: size,
-    slice: async (start, end = size) => {
-      if (end <= start) return new ArrayBuffer(0);
-      // The body is read inside the retried call: a reset mid-body refetches the range.
-      const bytes = await storageCall("reading", location, async (signal) => {
-        const got = await getPinned(client, location, pinned, { from: start, to: end - 1 }, signal);
-        return (await got.Body?.transformToByteArray()) ?? new Uint8Array(0);
-      });
-      return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
-    },
-    close: async () => undefined,
   };
 }
 
@@ -158,7 +101,7 @@ export async function* parquetItems(
   source: string,
   firstSeq: number,
   counter: { bytes: number },
-  fields?: readonly string[],
+  fields?: readonly string[] | undefined,
 ): AsyncGenerator<SourceItem> {
   let opened: RangedFile;
   try {
@@ -214,7 +157,112 @@ export async function* parquetItems(
   }
 }
 
-/** Whether bytes start like a Parquet file ("PAR1"): read as text, it is garbage line after line. */
-export function looksLikeParquet(first: Uint8Array): boolean {
-  return first.length >= 4 && first[0] === 0x50 && first[1] === 0x41 && first[2] === 0x52 && first[3] === 0x31;
+/** Written a row group at a time (see ParquetEncoder). */
+/** Rows per row group written: DuckDB's default is 122,880, Spark's about 128 MB. */
+export const ROW_GROUP_ROWS = 100_000;
+
+function schemaElement<R>(column: Column<R>): SchemaElement {
+  const base = { name: column.name, repetition_type: "OPTIONAL" } as const;
+  switch (column.kind) {
+    case "string":
+      return { ...base, type: "BYTE_ARRAY", converted_type: "UTF8" };
+    case "json":
+      return { ...base, type: "BYTE_ARRAY", converted_type: "JSON" };
+    case "double":
+      return { ...base, type: "DOUBLE" };
+    case "int":
+      return { ...base, type: "INT64", converted_type: "INT_64" };
+    case "bool":
+      return { ...base, type: "BOOLEAN" };
+    default:
+      return unknownKind(column.kind);
+  }
 }
+
+/** A cell as its column's kind stores it; anything that does not fit is null. */
+function typed(kind: ColumnKind, value: unknown): unknown {
+  if (value === undefined || value === null) return null;
+  switch (kind) {
+    case "string":
+      return typeof value === "string" ? value : typeof value === "object" ? JSON.stringify(value) : String(value);
+    case "json":
+      return value; // the writer encodes JSON itself
+    case "double":
+      return typeof value === "number" ? value : null;
+    case "int":
+      return typeof value === "number" && Number.isSafeInteger(value) ? BigInt(value) : null;
+    case "bool":
+      return typeof value === "boolean" ? value : null;
+    default:
+      return unknownKind(kind);
+  }
+}
+
+const NOTHING = new Uint8Array(0);
+
+function unknownKind(kind: never): never {
+  throw new TypeError(`unexpected column kind ${JSON.stringify(kind)}`);
+}
+
+/** Rows as Parquet, a row group at a time: `row` gives the bytes of a group when one is full, `end` the rest and the footer. */
+export class ParquetEncoder<R> implements RowEncoder<R> {
+  private readonly bytes = new ByteWriter();
+  private readonly writer: ParquetWriter;
+  private buffers: unknown[][];
+  private held = 0;
+
+  constructor(
+    private readonly columns: readonly Column<R>[],
+    private readonly groupRows = ROW_GROUP_ROWS,
+  ) {
+    const schema: SchemaElement[] = [{ name: "root", num_children: columns.length }, ...columns.map(schemaElement)];
+    this.writer = new ParquetWriter({ writer: this.bytes, schema, createdBy: "typed-eval" });
+    this.buffers = columns.map(() => []);
+  }
+
+  row(r: R): Uint8Array {
+    for (let c = 0; c < this.columns.length; c++) {
+      const column = this.columns[c] as Column<R>;
+      (this.buffers[c] as unknown[]).push(typed(column.kind, column.value(r)));
+    }
+    if (++this.held >= this.groupRows) this.writeGroup();
+    return this.take();
+  }
+
+  end(): Uint8Array {
+    this.writeGroup();
+    this.writer.finish();
+    return this.take();
+  }
+
+  private writeGroup(): void {
+    if (this.held === 0) return;
+    const columnData = this.columns.map((c, i): ColumnSource => ({ name: c.name, data: this.buffers[i] as ColumnSource["data"] }));
+    this.writer.write({ columnData, rowGroupSize: this.held });
+    this.buffers = this.columns.map(() => []);
+    this.held = 0;
+  }
+
+  /** The bytes made since the last call (a copy: the buffer is reused), often none. */
+  private take(): Uint8Array {
+    if (this.bytes.index === 0) return NOTHING;
+    const chunk = Buffer.from(this.bytes.getBytes());
+    this.bytes.index = 0;
+    return chunk;
+  }
+}
+
+/** Parquet (also `.parq`, `.pq`): read by ranges, a row group at a time, only the columns a job names; written typed. */
+export const PARQUET: Format = {
+  name: "parquet",
+  title: "Parquet",
+  extensions: [".parquet", ".parq", ".pq"],
+  contentType: "application/vnd.apache.parquet",
+  layout: "columns",
+  typed: true,
+  // It compresses inside (per column chunk); a gzipped file could not be read by ranges.
+  gzip: false,
+  signature: Buffer.from("PAR1"),
+  read: { ranged: parquetItems },
+  write: <R>(table: Table<R>) => new ParquetEncoder(table.columns),
+};

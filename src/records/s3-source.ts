@@ -4,9 +4,10 @@ import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { abortable, assertBucket, isMissingKey, keysUnder, type ListedObject, objectBytes, parseS3, s3Client, storageCall } from "./s3.js";
 import { InvocationError } from "../api/errors.js";
 import { StorageError, SourceError } from "../api/verdict.js";
-import { parquetItems, s3Ranges } from "./parquet.js";
+import { inputFormat } from "./formats.js";
+import { s3Ranges } from "./ranges.js";
 import type { Source, SourceItem } from "./source.js";
-import { formatOf, itemsOf, type InputFormat, type SourceOptions } from "./sources.js";
+import { itemsOf, type SourceOptions } from "./sources.js";
 
 /** The objects `location` names, as the listing or HEAD saw them: one key, or every data object under a prefix. */
 async function objectsAt(client: S3Client, location: string, onNote?: (message: string, keys: string[]) => void): Promise<ListedObject[]> {
@@ -39,15 +40,16 @@ async function objectsAt(client: S3Client, location: string, onNote?: (message: 
 
 /**
  * Opens `s3://bucket/key` or every object under `s3://bucket/prefix/`. Each
- * object's format is `format` when given, else the one its key implies (a
- * Spark folder of `part-*.parquet` needs no flag). Parquet objects are read
- * by ranged GETs, a row group at a time. Every read of an object is of the
+ * object's format is the one `format` names when given, else the one its key
+ * implies (a Spark folder of `part-*.parquet` needs no flag). Objects of a
+ * format read by ranges (Parquet) are read by ranged GETs, a row group at a
+ * time. Every read of an object is of the
  * version its HEAD (or the listing) showed: one replaced while it is read
  * ends the read with `InputChangedError`.
  */
 export async function openS3Source(
   location: string,
-  format: InputFormat | undefined,
+  format: string | undefined,
   options: SourceOptions & { client?: S3Client; onNote?: (message: string, keys: string[]) => void } = {},
 ): Promise<Source> {
   const client = options.client ?? s3Client();
@@ -61,10 +63,10 @@ export async function openS3Source(
       // An empty object is an empty input; its body stream may never signal readable, so it is not fetched.
       if (object.size === 0) continue;
       const name = `s3://${bucket}/${object.key}`;
-      const kind = formatOf(object.key, format);
+      const kind = inputFormat(object.key, format);
       let body: Readable | undefined;
       let records: AsyncGenerator<SourceItem>;
-      if (kind === "parquet") records = parquetItems(async () => s3Ranges(client, name, object), name, seq, counter, options.fields);
+      if ("ranged" in kind.read) records = kind.read.ranged(async () => s3Ranges(client, name, object), name, seq, counter, options.fields);
       else {
         body = Readable.from(objectBytes(client, bucket, object.key, object), { objectMode: false });
         body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));

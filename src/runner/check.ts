@@ -68,11 +68,13 @@ export function checkPlaces(
     [paths.journalPath, "--journal"],
     [`${paths.journalPath}.lock`, "the journal's lock"],
   ];
-  for (const [place, flag] of places) {
-    if (place === undefined) continue;
-    if (isS3(place)) s3Object(place, flag);
-    else checkWritableFile(place, flag);
-  }
+  for (const [place, flag] of places) if (place !== undefined) checkPlace(place, flag);
+}
+
+/** One place the run writes, local (writable, not a folder) or S3 (an object, not a prefix). */
+export function checkPlace(place: string, flag: string): void {
+  if (isS3(place)) s3Object(place, flag);
+  else checkWritableFile(place, flag);
 }
 
 /**

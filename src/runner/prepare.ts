@@ -20,10 +20,11 @@ import { checkFirstRecord } from "./check.js";
 import { loadJob, parseShare, type Job } from "../records/job.js";
 import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/requests.js";
 import { firstRecords, sampleRecords } from "./input/selection.js";
-import { formatNamed, formatOf, openLocalSource, type InputFormat } from "../records/sources.js";
+import { extensionOf, inputFormat, outputFormat, type FileFormat } from "../records/formats.js";
+import { openLocalSource } from "../records/sources.js";
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
-import { localTarget, type OutputFormat, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
+import { localTarget, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
 import { isS3 } from "../records/s3.js";
 import { reviewThresholds } from "./output/review.js";
@@ -49,7 +50,8 @@ export interface EndpointSettings {
 /** Everything `run` and `estimate` read from their options. */
 export interface JobSettings extends EndpointSettings {
   input: string;
-  format?: InputFormat | undefined;
+  /** A registered format's name (`--format`); by default each input's extension says. */
+  format?: string | undefined;
   /** A --model override, or "default" for the job's. */
   model: string;
   shard?: string | undefined;
@@ -120,7 +122,7 @@ export async function openSource(settings: JobSettings, job: Job, logger: Logger
   refuseOtherKinds(settings.input, ["answers"], "records to answer");
   let source: Source = isS3(settings.input)
     ? await openS3Source(settings.input, settings.format, { fields, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
-    : openLocalSource(settings.input, formatOf(settings.input, settings.format), { fields });
+    : openLocalSource(settings.input, inputFormat(settings.input, settings.format), { fields });
   if (settings.limit !== undefined) source = firstRecords(source, settings.limit);
   if (settings.sample !== undefined) source = sampleRecords(source, settings.sample, settings.seed);
   return source;
@@ -169,7 +171,8 @@ export async function firstPrompt(job: Job, source: Source, evaluator: Evaluator
 /** Where a run's outputs go, from its options. */
 export interface RunPlaces {
   output?: string | undefined;
-  outputFormat?: OutputFormat | undefined;
+  /** A registered format's name (`--output-format`); by default the output's extension says. */
+  outputFormat?: string | undefined;
   errors?: string | undefined;
   journal?: string | undefined;
   summaryJson?: string | undefined;
@@ -178,7 +181,6 @@ export interface RunPlaces {
 /** Every place a run reads or writes, resolved once. */
 export interface RunPaths {
   output: string;
-  answersFormat: OutputFormat;
   /** The prefix of the errors, usage and review files. */
   sidecar: string;
   /** Failed records; undefined for `-o -` without --errors (nothing is dropped in the working directory: the journal keeps them). */
@@ -196,14 +198,13 @@ export interface RunPaths {
 /** Resolves where a run writes (`-o` default, sidecars, the journal beside the output or under .typed-eval/). */
 export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shard">, places: RunPlaces): RunPaths {
   const input = settings.input;
-  const inputName = input === "-" ? "stdin" : basename(input).replace(/\.(jsonl|ndjson|json|csv|parquet|parq|pq)(\.gz)?$/i, "");
+  const inputName = input === "-" ? "stdin" : basename(input).replace(/(\.[^.]+)?(\.gz)?$/i, "");
   const output = places.output ?? (input === "-" ? "-" : `out/${basename(settings.jobFile).replace(/\.json$/, "")}-${inputName}.jsonl`);
   const sidecar = output === "-" ? "typed-eval" : output;
   const journalLocation = places.journal ?? (isS3(output) ? `${output}.journal/` : defaultJournal(settings, output));
   const remoteJournal = isS3(journalLocation) ? journalLocation : undefined;
   return {
     output,
-    answersFormat: places.outputFormat ?? formatNamed(output),
     sidecar,
     errors: places.errors ?? (output === "-" ? undefined : `${sidecar}.errors.jsonl`),
     usage: output === "-" ? undefined : `${output}.usage.json`,
@@ -226,6 +227,11 @@ function defaultJournal(settings: Pick<JobSettings, "input" | "jobFile" | "shard
     .digest("hex")
     .slice(0, 16);
   return `.typed-eval/journal-${key}.jsonl`;
+}
+
+/** The answers' format: `--output-format`, else the output's extension; one no format has is refused (exit 2), in the check stage. */
+export function answersFormatOf(output: string, places: Pick<RunPlaces, "outputFormat">): FileFormat {
+  return outputFormat(output, { explicit: places.outputFormat, flag: "--output-format", what: "the answers" });
 }
 
 /** A path, stdout ("-") or an S3 location as an output target. */
@@ -255,7 +261,7 @@ export function outputPolicy(
   settings: ShapingSettings,
   jobFile: string,
   job: Job,
-  paths: Pick<RunPaths, "sidecar" | "answersFormat">,
+  paths: Pick<RunPaths, "sidecar"> & { answersFormat: FileFormat },
   logger: Logger,
 ): { policy: RunShaping; verify(evaluator: Evaluator): void } {
   const policy: RunShaping = { csvBom: settings.csvBom };
@@ -287,7 +293,7 @@ export function outputPolicy(
   const auditRate = auditText === undefined ? 0 : parseShare(auditText);
   if (auditRate === undefined) throw new InvocationError(`--audit-sample takes a share such as 1% or 0.01, not ${JSON.stringify(auditText)}`);
   if (below !== undefined || auditRate > 0) {
-    const reviewFile = `${paths.sidecar}.review.${paths.answersFormat}`;
+    const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
     policy.review = {
       policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: settings.auditSeed },
       target: targetOf(reviewFile),

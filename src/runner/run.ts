@@ -10,12 +10,14 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkContextFits, checkPlaces, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
+import { checkContextFits, checkPlace, checkPlaces, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
+import type { FileFormat } from "../records/formats.js";
 import { parseShard, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
 import type { OutputTarget } from "./output/targets.js";
 import { emptySummary, finish, type UsageSummary } from "../records/usage.js";
 import {
+  answersFormatOf,
   baseUrlOf,
   openSource,
   outputPolicy,
@@ -83,6 +85,7 @@ export interface RunOutcome extends Ending {
 /** What the check stage found: everything the later stages need. */
 interface Checked {
   paths: RunPaths;
+  answersFormat: FileFormat;
   job: Job;
   shard: Shard | undefined;
   source: Source;
@@ -140,12 +143,15 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   const { settings } = request;
   const job = readJob(settings.jobFile, settings.model);
   const paths = runPaths(settings, request.places);
-  const shaping = outputPolicy(request.shaping, settings.jobFile, job, paths, request.logger);
-  checkPlaces(paths, settings.input, shaping.policy.reviewFile);
+  // The places first: an output that is a folder or an S3 prefix is named as one before its name is read for a format.
+  checkPlaces(paths, settings.input, undefined);
+  const answersFormat = answersFormatOf(paths.output, request.places);
+  const shaping = outputPolicy(request.shaping, settings.jobFile, job, { sidecar: paths.sidecar, answersFormat }, request.logger);
+  if (shaping.policy.reviewFile !== undefined) checkPlace(shaping.policy.reviewFile, "the review file");
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
   const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
   warnMissingKeep(job, window, request.logger);
-  return { paths, job, shard, source, window, shaping };
+  return { paths, answersFormat, job, shard, source, window, shaping };
 }
 
 /** The model stage: the model opened, a remote endpoint reachable, a calibration fitted for it. */
@@ -223,7 +229,7 @@ async function releaseStage(logger: Logger, evaluator: Evaluator | undefined, he
 }
 
 function jobOptions(request: RunInvocation, checked: Checked, opened: Awaited<ReturnType<typeof openModelFor>>, fence: () => void): OpenedRun {
-  const { paths, job, source, shard } = checked;
+  const { paths, answersFormat, job, source, shard } = checked;
   const target = request.target ?? targetOf;
   return {
     job,
@@ -234,7 +240,7 @@ function jobOptions(request: RunInvocation, checked: Checked, opened: Awaited<Re
     jobName: request.settings.jobFile,
     journalPath: paths.journalPath,
     journalName: journalShown(paths),
-    answers: { target: target(paths.output), format: paths.answersFormat },
+    answers: { target: target(paths.output), format: answersFormat },
     errors: paths.errors === undefined ? discarded() : target(paths.errors),
     usage: paths.usage === undefined ? undefined : target(paths.usage),
     summaryJson: paths.summaryJson === undefined ? undefined : target(paths.summaryJson),

@@ -10,7 +10,8 @@
  */
 import type { Logger } from "../logging/logger.js";
 import { answerRecords, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
-import { writeOutputs, type OutputFormat, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
+import { writeOutputs, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
+import type { FileFormat } from "../records/formats.js";
 import { OrderedRecords } from "./output/ordered.js";
 import { runSummary, type SummaryBase } from "./output/summary.js";
 import { describeDuplicates, type UsageSummary } from "../records/usage.js";
@@ -27,7 +28,7 @@ export interface OpenedRun extends AnswerOptions {
   jobName?: string | undefined;
   /** The journal as the user knows it (an S3 prefix for a mirrored one), for messages and the summary. */
   journalName?: string | undefined;
-  answers: { target: OutputTarget; format: OutputFormat };
+  answers: { target: OutputTarget; format: FileFormat };
   errors: OutputTarget;
   /** Where the usage summary JSON goes, if anywhere: written whatever the verdict. */
   usage?: OutputTarget | undefined;

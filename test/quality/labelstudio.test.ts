@@ -20,6 +20,7 @@ import { controlName, isLabelStudioExport, type LabelStudioTask, readLabelStudio
 import { seededRandom } from "../../src/quality/metrics.js";
 import type { Job } from "../../src/records/job.js";
 import { encoderFor } from "../../src/runner/output/outputs.js";
+import { outputFormat } from "../../src/records/formats.js";
 import { reviewVerdict } from "../../src/runner/output/review.js";
 import type { AnswerEntry } from "../../src/runner/state/journal.js";
 import { runInProcess } from "../support/cli.js";
@@ -112,7 +113,7 @@ function writeFixture(name: "ids" | "lines", job: Job): void {
   const policy = { thresholds: { team: 0.99 }, auditRate: 0, seed: 1 };
   const review = { jsonl: join(dir, `${name}.review.jsonl`), csv: join(dir, `${name}.review.csv`), parquet: join(dir, `${name}.review.parquet`) };
   for (const format of ["jsonl", "csv", "parquet"] as const) {
-    const encoder = encoderFor(format, { job, shape: { calibrated: new Set(), review: true } });
+    const encoder = encoderFor(outputFormat(review[format]), { job, shape: { calibrated: new Set(), review: true } });
     const parts = entries.map((entry) => encoder.row({ entry, answers: entry.answers, review: reviewVerdict(policy, questions, entry.answers, entry.id) }));
     parts.push(encoder.end());
     writeFileSync(review[format], Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p))));

@@ -418,13 +418,13 @@ describe("the suspects list", () => {
         `${r.margin.toFixed(3)}   ${r.id}: ${r.gold} -> ${r.model_label} (${r.probability.toFixed(3)}, ${r.gold_probability.toFixed(3)})`,
       );
     }
-    const folder = join(dir, "a-folder");
+    const folder = join(dir, "a-folder.csv");
     mkdirSync(folder);
     const bad = await cli(["--suspects", folder]);
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split("\n")).toHaveLength(1);
     expect(bad.stderr).toContain(`cannot write --suspects ${folder}`);
-    expect(readdirSync(dir).filter((f) => f.startsWith("a-folder."))).toEqual([]);
+    expect(readdirSync(dir).filter((f) => f.startsWith("a-folder.csv."))).toEqual([]);
     expect(existsSync(`${folder}.partial`)).toBe(false);
     const unknown = await cli(["--suspects", "--suspects-method", "both"]);
     expect(unknown.code).toBe(2);

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { InputChangedError } from "../../src/api/verdict.js";
+import { formatNamed } from "../../src/records/formats.js";
 import { openLocalSource } from "../../src/records/sources.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-identity-"));
@@ -17,7 +18,7 @@ function bigInput(name: string, n = 20_000): string {
 
 /** Takes the first record, lets `change` act on the file, then reads the rest: the records read, or the error that ended the read. */
 async function readAround(path: string, format: "jsonl" | "csv" | "parquet", change: () => void): Promise<{ read: number; error?: unknown }> {
-  const items = openLocalSource(path, format).items[Symbol.asyncIterator]();
+  const items = openLocalSource(path, formatNamed(format)!).items[Symbol.asyncIterator]();
   let read = 0;
   try {
     await items.next();

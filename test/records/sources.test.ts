@@ -2,7 +2,7 @@
 import { isUtf8 } from "node:buffer";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { byteLines, firstInvalidUtf8 } from "../../src/records/sources.js";
+import { byteLines, firstInvalidUtf8 } from "../../src/records/text.js";
 
 async function collect(chunks: Buffer[], max?: number) {
   const out: (string | number)[] = [];
@@ -77,8 +77,9 @@ describe("CSV record lines", () => {
   async function lines(text: string): Promise<[number, string][]> {
     const { Readable } = await import("node:stream");
     const { itemsOf } = await import("../../src/records/sources.js");
+    const { CSV } = await import("../../src/records/csv.js");
     const out: [number, string][] = [];
-    for await (const item of itemsOf(Readable.from([Buffer.from(text)]), "csv", "t.csv"))
+    for await (const item of itemsOf(Readable.from([Buffer.from(text)]), CSV, "t.csv"))
       out.push([item.line, "record" in item ? JSON.stringify(item.record) : item.error]);
     return out;
   }

@@ -10,7 +10,9 @@ import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
 import { localTarget } from "../../src/runner/output/outputs.js";
 import { runJob, type OpenedRun } from "../../src/runner/run.js";
+import { JSONL } from "../../src/records/jsonl.js";
 import { openLocalSource } from "../../src/records/sources.js";
+import { outputFormat } from "../../src/records/formats.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-order-"));
@@ -41,10 +43,10 @@ function options(name: string, data: string, ev: FakeEvaluator, over: Partial<Op
   const out = join(dir, `${name}.out.jsonl`);
   return {
     job,
-    source: openLocalSource(data, "jsonl"),
+    source: openLocalSource(data, JSONL),
     evaluator: ev,
     journalPath: `${out}.journal`,
-    answers: { target: localTarget(out), format: "jsonl" },
+    answers: { target: localTarget(out), format: outputFormat(out) },
     errors: localTarget(`${out}.errors.jsonl`),
     limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),
     concurrency: 16,

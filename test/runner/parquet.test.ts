@@ -15,10 +15,12 @@ import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
 import { localTarget, sinkWriter } from "../../src/runner/output/outputs.js";
 import { partialFile } from "../../src/runner/output/targets.js";
-import { localRanges, parquetItems, plainValue } from "../../src/records/parquet.js";
-import { ParquetEncoder } from "../../src/runner/output/parquet.js";
+import { PARQUET, ParquetEncoder, parquetItems, plainValue } from "../../src/records/parquet.js";
+import { JSONL } from "../../src/records/jsonl.js";
+import { localRanges } from "../../src/records/ranges.js";
 import { runJob } from "../../src/runner/run.js";
 import { itemsOf, openLocalSource } from "../../src/records/sources.js";
+import { outputFormat } from "../../src/records/formats.js";
 import type { SourceItem } from "../../src/records/source.js";
 import { readAnswers } from "../../src/quality/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
@@ -55,7 +57,7 @@ describe("Parquet input", () => {
              TIMESTAMP '2026-11-01 09:00:00' + INTERVAL (i) MINUTE AS at, i % 3 = 0 AS flag, i / 4 AS ratio
       FROM range(5000) t(i)) TO '${path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)`);
     expect((await query(`SELECT count(DISTINCT row_group_id) AS g FROM parquet_metadata('${path}')`))[0]).toEqual({ g: 3 });
-    const source = openLocalSource(path, "parquet");
+    const source = openLocalSource(path, PARQUET);
     const items = await collect(source.items);
     expect(items).toHaveLength(5000);
     expect(items.map((i) => i.line)).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
@@ -107,14 +109,14 @@ describe("Parquet input", () => {
     const named = join(dir, "really-parquet.jsonl");
     copyFileSync(path, named);
     truncateSync(path, Math.floor(statSync(path).size / 2));
-    await expect(collect(openLocalSource(path, "parquet").items)).rejects.toThrow(SourceError);
-    await expect(collect(openLocalSource(path, "parquet").items)).rejects.toThrow(/cut\.parquet is not a Parquet file that can be read/);
-    await expect(collect(openLocalSource(named, "jsonl").items)).rejects.toThrow(
+    await expect(collect(openLocalSource(path, PARQUET).items)).rejects.toThrow(SourceError);
+    await expect(collect(openLocalSource(path, PARQUET).items)).rejects.toThrow(/cut\.parquet is not a Parquet file that can be read/);
+    await expect(collect(openLocalSource(named, JSONL).items)).rejects.toThrow(
       /really-parquet\.jsonl is a Parquet file: name it \.parquet or pass --format parquet/,
     );
-    expect(() => openLocalSource("-", "parquet")).toThrow(/not stdin/);
+    expect(() => openLocalSource("-", PARQUET)).toThrow(/not stdin/);
     // Parquet piped in as JSONL: named as Parquet, with what to do instead.
-    await expect(collect(itemsOf(Readable.from([readFileSync(named)]), "jsonl", "stdin"))).rejects.toThrow(
+    await expect(collect(itemsOf(Readable.from([readFileSync(named)]), JSONL, "stdin"))).rejects.toThrow(
       /^stdin is a Parquet file: .*save it as a \.parquet file and pass its path$/,
     );
     // A read that fails (disk, network) is said to be a failed read, not a file that is not Parquet.
@@ -156,10 +158,10 @@ describe("Parquet output", () => {
     const out = join(dir, "answers.parquet");
     const result = await runJob({
       job,
-      source: openLocalSource(data, "jsonl"),
+      source: openLocalSource(data, JSONL),
       evaluator: new FakeEvaluator(),
       journalPath: `${out}.journal`,
-      answers: { target: localTarget(out), format: "parquet" },
+      answers: { target: localTarget(out), format: outputFormat(out) },
       errors: localTarget(`${out}.errors.jsonl`),
       usage: undefined,
       output: {
@@ -179,10 +181,10 @@ describe("Parquet output", () => {
     const again = new FakeEvaluator();
     const rerun = await runJob({
       job,
-      source: openLocalSource(data, "jsonl"),
+      source: openLocalSource(data, JSONL),
       evaluator: again,
       journalPath: `${out}.journal`,
-      answers: { target: localTarget(csv), format: "csv" },
+      answers: { target: localTarget(csv), format: outputFormat(csv) },
       errors: localTarget(join(dir, "e.jsonl")),
       output: { calibration: "batch", forceBatch: true },
       limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),
@@ -280,7 +282,7 @@ describe("Parquet output", () => {
     expect(await query(`SELECT count(*) AS n FROM '${empty}'`)).toEqual([{ n: 0 }]);
     expect((await query(`DESCRIBE SELECT * FROM '${empty}'`)).map((r) => r["column_name"])).toEqual(columns.map((c) => c.name));
     // And our reader reads it as an empty input, its progress at the file's size.
-    const source = openLocalSource(empty, "parquet");
+    const source = openLocalSource(empty, PARQUET);
     expect(await collect(source.items)).toEqual([]);
     expect(source.progress().bytes).toBe(statSync(empty).size);
   });

@@ -9,7 +9,9 @@ import { parseJob } from "../../src/records/job.js";
 import { RunLimiter } from "../../src/runner/send/limiter.js";
 import { localTarget } from "../../src/runner/output/outputs.js";
 import { runJob, type OpenedRun } from "../../src/runner/run.js";
+import { JSONL } from "../../src/records/jsonl.js";
 import { openLocalSource } from "../../src/records/sources.js";
+import { outputFormat } from "../../src/records/formats.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-runcore-"));
@@ -26,10 +28,10 @@ function options(name: string, data: string, evaluator: FakeEvaluator, over: Par
   const out = join(dir, `${name}.out.jsonl`);
   return {
     job,
-    source: openLocalSource(data, "jsonl"),
+    source: openLocalSource(data, JSONL),
     evaluator,
     journalPath: `${out}.journal`,
-    answers: { target: localTarget(out), format: "jsonl" },
+    answers: { target: localTarget(out), format: outputFormat(out) },
     errors: localTarget(`${out}.errors.jsonl`),
     usage: localTarget(`${out}.usage.json`),
     limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),

@@ -41,8 +41,15 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
   const err: string[] = [];
   const writes = { stdout: process.stdout.write, stderr: process.stderr.write };
   // Captured, not mocked: the command's own writes, collected instead of printed.
-  process.stdout.write = ((chunk: string | Uint8Array) => out.push(String(chunk)) > 0) as typeof process.stdout.write;
-  process.stderr.write = ((chunk: string | Uint8Array) => err.push(String(chunk)) > 0) as typeof process.stderr.write;
+  // Each write's callback is called, as a stream would once the chunk is out: a sink that awaits it (`run -o -`) goes on.
+  const capture =
+    (into: string[]) => (chunk: string | Uint8Array, encoding?: BufferEncoding | ((error?: Error | null) => void), done?: (error?: Error | null) => void) => {
+      into.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
+      (typeof encoding === "function" ? encoding : done)?.();
+      return true;
+    };
+  process.stdout.write = capture(out) as typeof process.stdout.write;
+  process.stderr.write = capture(err) as typeof process.stderr.write;
   setEnv(env);
   process.exitCode = undefined;
   const cwd = process.cwd();

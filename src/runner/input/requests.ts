@@ -5,7 +5,7 @@ import type { EvaluatorRequest } from "../../api/schema.js";
 import { MAX_BODY_BYTES } from "../../api/limits.js";
 import { validateEvaluatorRequest } from "../../api/validate.js";
 import type { Job } from "../../records/job.js";
-import { formatBytes } from "../../records/sources.js";
+import { formatBytes } from "../../records/text.js";
 import { valueAt, type SourceItem } from "../../records/source.js";
 
 /** The dotted paths a job reads from each record (state, id, kept fields); undefined when the whole record is the state. */

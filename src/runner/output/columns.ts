@@ -1,13 +1,14 @@
 /**
- * The flat columns of an answers output, shared by CSV and Parquet: one
- * definition of each column's name, kind and value, so the two formats can
- * never disagree about what a row holds. Each question type names its own
+ * The flat columns of an answers output, shared by every format of columns
+ * (CSV, Parquet, ...): one definition of each column's name, kind and value,
+ * so no two formats can disagree about what a row holds. Each question type names its own
  * columns (`src/questions`); a question with parts has its parts' columns,
  * each part named `<question>.<part>` like a question of its type.
  */
 import type { Answer, Question } from "../../api/schema.js";
 import { kindOf as questionKind, unitAnswers, unitsOf } from "../../questions/index.js";
 import type { AnswerEntry } from "../state/journal.js";
+import type { Column, ColumnKind } from "../../records/format.js";
 import { reviewReason, type ReviewVerdict } from "../../records/review.js";
 
 /** What one output row holds: the journal entry, the answers as written (calibrated or not), the raw ones, a review verdict. */
@@ -29,26 +30,11 @@ export interface RowShape {
 
 export const PLAIN: RowShape = { calibrated: new Set(), review: false };
 
-/**
- * A column's type: text, a float, a whole number, a boolean, or JSON text
- * (kept fields whose values are objects or of mixed types). CSV writes every
- * kind as text; Parquet gives each its physical type.
- */
-export type ColumnKind = "string" | "double" | "int" | "bool" | "json";
-
-export interface FlatColumn {
-  name: string;
-  kind: ColumnKind;
-  /** The row's value; undefined or null is an empty cell (a null in Parquet). */
-  value(row: OutputRow): unknown;
-}
+/** A column of an answers output (its kind: `ColumnKind`, records/format.ts). */
+export type FlatColumn = Column<OutputRow>;
 
 /** The kinds of the kept fields, for typed formats; a field not listed is JSON. */
 export type KeptKinds = ReadonlyMap<string, ColumnKind>;
-
-export function assertNever(x: never): never {
-  throw new TypeError(`unexpected value ${JSON.stringify(x)}`);
-}
 
 /** The answers of a row by unit, worked out once per row (a row's answers are written once, then dropped). */
 const UNIT_ANSWERS = new WeakMap<Record<string, Answer>, Record<string, Answer>>();

@@ -1,38 +1,25 @@
 /**
- * Outputs, written once a run's records are done: answers as JSONL, CSV or
- * Parquet, failed records as JSONL, both to a path, stdout or S3. They hold
- * exactly the current input's records (ordered.ts), in input order whatever
- * the order records finished in (the same input gives the same file), and
- * every write is checked (targets.ts): a crash, a full disk or a stop never
- * leaves an output that looks complete.
+ * Outputs, written once a run's records are done: answers in any registered
+ * format (src/records/formats.ts), failed records as JSONL, both to a path,
+ * stdout or S3. They hold exactly the current input's records (ordered.ts),
+ * in input order whatever the order records finished in (the same input
+ * gives the same file), and every write is checked (targets.ts): a crash, a
+ * full disk or a stop never leaves an output that looks complete.
  */
-import { stringify } from "csv-stringify/sync";
-import { assertNever, flatColumns, KeptKindsOf, type FlatColumn, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
+import { flatColumns, KeptKindsOf, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../../records/job.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
 import type { OrderedRecords, RecordEntry } from "./ordered.js";
 import type { OutputTarget, Sink } from "./targets.js";
 import { calibrateAnswers, type CalibrationMaps } from "../../calibration/apply.js";
 import type { Answer } from "../../api/schema.js";
-import { ParquetEncoder } from "./parquet.js";
+import type { RowEncoder, Table } from "../../records/format.js";
+import { encoderOf, type FileFormat } from "../../records/formats.js";
 import type { DuplicateIds } from "../../records/usage.js";
 import { auditKey, reviewVerdict, type ReviewPolicy } from "./review.js";
 import { PriorEstimate, refuseFlattening } from "../../calibration/label-free.js";
 
-/** Formats answers can be written in (inputs have their own list in sources.ts). */
-export type OutputFormat = "jsonl" | "csv" | "parquet";
-
 export { localTarget, type OutputTarget, type Sink } from "./targets.js";
-
-/**
- * One encoder per output format: what a row adds to the file (maybe nothing
- * yet: Parquet buffers a row group) and what ends it (a header when no row
- * came, buffered rows, a footer). Encoders never touch a stream.
- */
-export interface RowEncoder {
-  row(r: OutputRow): string | Uint8Array;
-  end(): string | Uint8Array;
-}
 
 /** An encoder bound to its sink: rows in, then `end`; each waits for the sink, and its errors reach the caller. */
 export interface RowWriter {
@@ -40,36 +27,13 @@ export interface RowWriter {
   end(): Promise<void>;
 }
 
-export function sinkWriter(sink: Pick<Sink, "write">, encoder: RowEncoder): RowWriter {
+export function sinkWriter(sink: Pick<Sink, "write">, encoder: RowEncoder<OutputRow>): RowWriter {
   return { row: (r) => sink.write(encoder.row(r)), end: () => sink.write(encoder.end()) };
 }
 
-/** A text format: a header (maybe empty) before the first row (or alone, for no rows), then one piece of text per row. */
-function textEncoder(header: string, line: (r: OutputRow) => string): RowEncoder {
-  let started = false;
-  const head = () => {
-    if (started) return "";
-    started = true;
-    return header;
-  };
-  return { row: (r) => head() + line(r), end: head };
-}
-
-/** A CSV cell: empty for nothing, JSON for objects and lists. */
-function cell(value: unknown): unknown {
-  return value === null || value === undefined ? "" : typeof value === "object" ? JSON.stringify(value) : value;
-}
-
-/** CSV: the flat columns as text; a UTF-8 BOM first when asked (Excel reads UTF-8 without one as a legacy code page). */
-function csvEncoder(columns: readonly FlatColumn[], bom: boolean): RowEncoder {
-  // Booleans as true/false: csv-stringify's default writes 1 and an empty cell, which reads as "no value".
-  const options = { cast: { boolean: (b: boolean) => String(b) } };
-  return textEncoder(`${bom ? "\ufeff" : ""}${stringify([columns.map((c) => c.name)])}`, (r) => stringify([columns.map((c) => cell(c.value(r)))], options));
-}
-
-/** JSONL: one object per record, the answers as the API returns them. */
-function jsonlEncoder(shape: RowShape): RowEncoder {
-  return textEncoder("", ({ entry: e, answers, raw, review }) => {
+/** A row as a format of records (JSONL) holds it: the answers as the API returns them. */
+function answerRecord(shape: RowShape): (r: OutputRow) => Record<string, unknown> {
+  return ({ entry: e, answers, raw, review }) => {
     const row: Record<string, unknown> = { id: e.id, line: e.line, source: e.source, model: e.model };
     if (shape.review && review) {
       row["review_reasons"] = review.reasons;
@@ -81,8 +45,8 @@ function jsonlEncoder(shape: RowShape): RowEncoder {
     if (e.keep && Object.keys(e.keep).length > 0) row["fields"] = e.keep;
     if (e.dedup_of !== undefined) row["dedup_of"] = e.dedup_of;
     if (e.label_mass) row["label_mass"] = e.label_mass;
-    return `${JSON.stringify(row)}\n`;
-  });
+    return row;
+  };
 }
 
 /** What an encoder needs: the job, the row's shape, the kinds of kept fields (typed formats), the CSV BOM. */
@@ -93,18 +57,14 @@ export interface WriterSpec {
   bom?: boolean | undefined;
 }
 
-export function encoderFor(format: OutputFormat, spec: WriterSpec): RowEncoder {
-  const columns = () => flatColumns(spec.job.questions, spec.job.keep ?? [], spec.shape, spec.kept);
-  switch (format) {
-    case "csv":
-      return csvEncoder(columns(), spec.bom ?? false);
-    case "jsonl":
-      return jsonlEncoder(spec.shape);
-    case "parquet":
-      return new ParquetEncoder(columns());
-    default:
-      return assertNever(format);
-  }
+/** The answers of a job as a table: its flat columns and its nested records, each format taking what it writes. */
+export function answersTable(spec: WriterSpec): Table<OutputRow> {
+  return { columns: flatColumns(spec.job.questions, spec.job.keep ?? [], spec.shape, spec.kept), record: answerRecord(spec.shape) };
+}
+
+/** The encoder of answers rows in a file's format. */
+export function encoderFor(file: FileFormat, spec: WriterSpec): RowEncoder<OutputRow> {
+  return encoderOf(file, answersTable(spec), { bom: spec.bom });
 }
 
 export interface WrittenCounts {
@@ -134,13 +94,13 @@ export interface OutputPolicy {
   review?: { policy: ReviewPolicy; target: OutputTarget } | undefined;
   /** Apply batch calibration even where it would flatten a skewed question (BATCH_MAX_MOVE). */
   forceBatch?: boolean | undefined;
-  /** Start CSV outputs with a UTF-8 byte order mark. */
+  /** Start delimited text outputs (CSV) with a UTF-8 byte order mark. */
   csvBom?: boolean | undefined;
 }
 
 /** Where the outputs go: the answers (in their format) and the failed records. */
 export interface OutputPlaces {
-  answers: { target: OutputTarget; format: OutputFormat };
+  answers: { target: OutputTarget; format: FileFormat };
   errors: OutputTarget;
 }
 
@@ -170,7 +130,7 @@ export async function writeOutputs(
   policy: OutputPolicy = {},
   stop?: AbortSignal,
 ): Promise<WrittenCounts> {
-  const kept = places.answers.format === "parquet" && (job.keep ?? []).length > 0 ? keptKinds(records, job) : undefined;
+  const kept = places.answers.format.format.typed && (job.keep ?? []).length > 0 ? keptKinds(records, job) : undefined;
   const maps = await calibrationMaps(records, job, policy);
   const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
   const writing = openOutputs(places, policy, { job, shape, kept, bom: policy.csvBom }, maps);
@@ -193,7 +153,7 @@ export async function writeOutputs(
   return writing.counts;
 }
 
-/** The kinds of the kept fields, for Parquet's column types: from every row the output holds. */
+/** The kinds of the kept fields, for a typed format's columns: from every row the output holds. */
 function keptKinds(records: OrderedRecords, job: Job): KeptKinds {
   const kinds = new KeptKindsOf(job.keep ?? []);
   for (const entry of records.rows()) if (entry.k === "answer") kinds.add(entry.keep);
