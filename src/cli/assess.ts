@@ -72,9 +72,9 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
     // Every file it writes is checked before a row is read: a night's assessment is never computed to be lost at the end.
     if (args.html) checkWritable(args.html, "--html");
+    if (args.suspects) checkWritable(args.suspects, "--suspects");
     // A suspects file no format can be written as is refused before the answers are read.
     if (args.suspects) outputFormat(args.suspects, { what: "suspects" });
-    if (args.suspects) checkWritable(args.suspects, "--suspects");
     const { questions, idField } = jobQuestions(args.job);
     const suspects = args.suspects !== undefined ? new Suspects(args["suspects-method"] ?? DEFAULT_SUSPECT_METHOD) : undefined;
     const measured = await measure({

@@ -65,11 +65,11 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
     "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
+    checkWritable(args.output, "--output");
     const file = outputFormat(args.output, { what: "gold" });
     requireInput(args.export, "Label Studio export");
     requireContent(args.export, "Label Studio export");
     refuseOtherKinds(args.export, ["Label Studio export"], "a Label Studio export");
-    checkWritable(args.output, "--output");
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
     writeFileAtomic(args.output, goldFile(gold, file), "--output");
