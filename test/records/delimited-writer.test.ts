@@ -23,7 +23,7 @@ const CELLS: unknown[] = [
   " leading and trailing ",
   0,
   -0,
-  3.14159,
+  0.1 + 0.2,
   -2.5e-12,
   1e21,
   123456789012,
