@@ -293,25 +293,32 @@ describe("security", () => {
       }),
     });
     const candidates = { first: keys[0]!, last: keys.at(-1)!, prefix: `${keys[0]!.slice(0, -1)}X`, unknown: "te_zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz" };
-    const runs: Record<string, number[]> = { first: [], last: [], prefix: [], unknown: [] };
+    const best: Record<string, number> = { first: Infinity, last: Infinity, prefix: Infinity, unknown: Infinity };
+    const spreadOf = () => Math.max(...Object.values(best)) / Math.min(...Object.values(best));
     // Interleaved batches; the fastest batch of each is its cost (other work on the machine only adds time). Short
-    // batches (4 checks, about 1.5 ms), many of them: on a loaded machine a batch of 20 was rarely left uninterrupted,
-    // and the spread of the fastest ones reached 2 (load 10 on 2 cores).
-    for (let batch = 0; batch < 125; batch++) {
-      for (const [name, key] of Object.entries(candidates)) {
-        const t0 = process.hrtime.bigint();
-        for (let i = 0; i < 4; i++) store.authenticate(key);
-        runs[name]!.push(Number(process.hrtime.bigint() - t0) / 4);
+    // batches (4 checks, about 1.5 ms), many of them: on a loaded machine a batch of 20 was rarely left uninterrupted.
+    // Up to four passes of 125, the fastest batches of all of them counted: in two whole-suite runs at load 10-15 the
+    // keys that match nothing had a best batch 1.5 and 2 times the others' in one pass (probably their path still
+    // waiting for V8's background compiler; alone, 1.003), while a check with an early exit stays a hundred times
+    // apart however long it is timed.
+    let passes = 0;
+    for (; passes < 4 && !(spreadOf() < 1.5); passes++) {
+      for (let batch = 0; batch < 125; batch++) {
+        for (const [name, key] of Object.entries(candidates)) {
+          const t0 = process.hrtime.bigint();
+          for (let i = 0; i < 4; i++) store.authenticate(key);
+          best[name] = Math.min(best[name]!, Number(process.hrtime.bigint() - t0) / 4);
+        }
       }
     }
-    const best = Object.fromEntries(Object.entries(runs).map(([name, times]) => [name, Math.min(...times)]));
-    const spread = Math.max(...Object.values(best)) / Math.min(...Object.values(best));
+    const spread = spreadOf();
     console.log(
       JSON.stringify({
         figure: "key check timing",
         accounts: keys.length,
         us_per_check: Object.fromEntries(Object.entries(best).map(([k, v]) => [k, Number((v / 1000).toFixed(1))])),
         spread: Number(spread.toFixed(3)),
+        passes,
       }),
     );
     expect(store.authenticate(candidates.first)?.name).toBe("a0");
