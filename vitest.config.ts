@@ -5,12 +5,13 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Fails the run when a test leaves a file in the checkout.
     globalSetup: ["test/support/checkout-clean.ts"],
-    // Two cores: one worker per core, in forks so native engines stay isolated.
+    // In forks so native engines stay isolated. Three workers on two cores: much of the suite's time is spent
+    // waiting (spawned CLIs starting, retry windows, timers, Chromium, S3), which two workers left idle (docs/development.md).
     pool: "forks",
-    maxWorkers: 2,
+    maxWorkers: 3,
     testTimeout: 30_000,
-    // Two test files run at once: one llama.cpp thread each (inherited by the CLIs the tests spawn),
-    // since spinning threads on an oversubscribed CPU run many times slower.
+    // One llama.cpp thread per engine (inherited by the CLIs the tests spawn): several test files run at once,
+    // and spinning threads on an oversubscribed CPU run many times slower.
     env: { TYPED_EVAL_THREADS: "1" },
   },
 });

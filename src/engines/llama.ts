@@ -50,10 +50,8 @@ export class BackendError extends InvocationError {
 
 /** The llama.cpp backend a choice gives on this machine: "cpu" or the GPU backend's name. */
 export async function probeBackend(gpu: GpuChoice): Promise<string> {
-  const llama = await loadLlama(gpu, 1);
-  const backend = llama.gpu === false ? "cpu" : llama.gpu;
-  await llama.dispose();
-  return backend;
+  const llama = await sharedLlama(gpu, 1);
+  return llama.gpu === false ? "cpu" : llama.gpu;
 }
 
 let nativeLogger: Logger | undefined;
@@ -85,6 +83,27 @@ async function withNoticesLogged<T>(load: () => Promise<T>): Promise<T> {
   } finally {
     for (const [i, m] of methods.entries()) console[m] = saved[i] as (typeof console)[typeof m];
   }
+}
+
+/**
+ * One llama.cpp binding per backend choice and thread count for the life of the process, never
+ * disposed (it holds nothing that keeps the process alive; models and contexts are disposed with
+ * their engine). On Linux getLlama first loads the prebuilt binary in a child process to check it
+ * (0.3-0.6 s on 2 cores): a server with several models, or a process running several commands
+ * (the tests run hundreds in process), pays that once instead of at every load.
+ */
+const llamas = new Map<string, Promise<Llama>>();
+
+function sharedLlama(gpu: GpuChoice, threads: number): Promise<Llama> {
+  const key = `${gpu}/${threads}`;
+  let llama = llamas.get(key);
+  if (llama === undefined) {
+    llama = loadLlama(gpu, threads);
+    llamas.set(key, llama);
+    // A backend that failed to load is tried again next time, not remembered as failed.
+    llama.catch(() => llamas.delete(key));
+  }
+  return llama;
 }
 
 async function loadLlama(gpu: GpuChoice, threads: number): Promise<Llama> {
@@ -306,7 +325,7 @@ export class LlamaEngine implements Engine {
     const threads = options.threads ?? env("TYPED_EVAL_THREADS") ?? availableParallelism();
     const sequences = options.sequences ?? 4;
     const chunkTokens = options.chunkTokens ?? 512;
-    const llama = await loadLlama(options.gpu ?? "auto", threads);
+    const llama = await sharedLlama(options.gpu ?? "auto", threads);
     // On a GPU backend every layer that fits is offloaded; on the CPU none.
     let model: LlamaModel;
     try {
@@ -314,7 +333,6 @@ export class LlamaEngine implements Engine {
     } catch (error) {
       // llama.cpp's own lines about the failure come through the event loop, and can trail the rejection: let them reach the debug log first.
       await new Promise((resolve) => setTimeout(resolve, 20));
-      await llama.dispose().catch(() => undefined);
       throw error;
     }
     const trained = model.trainContextSize;
@@ -467,6 +485,5 @@ export class LlamaEngine implements Engine {
     this.closed = true;
     await this.context.dispose();
     await this.model.dispose();
-    await this.llama.dispose();
   }
 }

@@ -74,12 +74,14 @@ function elsewhere(offsetMs: number) {
 describe("the S3 lock", () => {
   it("a wall clock stepped 5 minutes forward, then back, never ends a lone run's lease (the lease is on the monotonic clock)", async () => {
     vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
-    const lock = await acquireS3Lock("s3://locks/stepped/", { client, staleMs: 400 });
+    // A renewal (a PUT to s3rver, served by this process) may be 1 s late and keep the 1.35 s lease: with a 0.4 s
+    // stale period (0.36 s lease) a renewal 0.26 s late lost it in two whole-suite runs under load (6-15 on 2 cores).
+    const lock = await acquireS3Lock("s3://locks/stepped/", { client, staleMs: 1500 });
     try {
       for (const step of [5 * 60_000, -10 * 60_000, 5 * 60_000]) {
         vi.setSystemTime(Date.now() + step);
-        // Several renewals' worth (every 0.1 s), and past the 0.36 s lease on the wall clock's reading.
-        await pause(450);
+        // Several renewals' worth (every 0.375 s), and past the 1.35 s lease on the wall clock's reading.
+        await pause(1450);
         expect(() => lock.assertHeld()).not.toThrow();
         expect(lock.lost).toBe(false);
       }
