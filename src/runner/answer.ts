@@ -20,7 +20,7 @@ import type { RunLimiter } from "./send/limiter.js";
 import { forEachBounded } from "./send/loop.js";
 import { Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
-import type { JournalIndex } from "./state/index.js";
+import { keptHash, type JournalIndex } from "./state/index.js";
 import type { AnswerEntry, Entry, ErrorEntry } from "./state/journal.js";
 import { classify, type Ending, type Stage } from "../api/verdict.js";
 import { InputOrder } from "./input/order.js";
@@ -238,14 +238,15 @@ class AnswerStage {
     return () => this.ask(asking);
   }
 
-  /** A record answered before for this same request: kept; its kept fields journaled anew when the job keeps others now. */
+  /** A record answered before for this same request: kept; its kept fields journaled anew when the job keeps others now or their values were edited. */
   private resume(item: SourceItem, key: number, id: string, h: string, keep: Record<string, unknown>): void {
     this.stats.resumed++;
-    if (!this.index.staleKeep(key)) return;
+    const hash = keptHash(keep);
+    if (!this.index.staleKeep(key, hash)) return;
     const offset = this.append({ k: "keep", seq: item.seq, id, h, keep });
     if (offset === undefined) return;
     this.index.rekept.set(key, offset);
-    this.index.markKeep(key, false);
+    this.index.markKeep(key, hash);
   }
 
   /** Sends a record's request (or copies an identical one's answer) and journals the outcome. */

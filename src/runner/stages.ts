@@ -64,7 +64,6 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   try {
     opened = await (options.openJournal ?? Journal.open)(options.journalPath, {
       input: options.inputId,
-      keep: options.job.keep ?? [],
       byId: options.job.id !== undefined,
     });
   } catch (error) {

@@ -103,6 +103,39 @@ describe("outputs are the current input's records, each answered for its current
     expect(summaryOf(output).set_aside).toEqual({ other_versions: 1, not_in_input: 10 });
   });
 
+  it("kept fields edited in the input under the same job: the output holds the values as read now, nothing asked; a third run journals no keep entry", async () => {
+    const output = join(dir, "kept.out.jsonl");
+    const job = join(dir, "kept.job.json");
+    writeFileSync(job, JSON.stringify({ state: "text", id: "id", keep: ["meta"], questions: { ok: { type: "noul", instructions: "Is it fine?" } } }));
+    const input = join(dir, "kept.jsonl");
+    const write = (meta: string) =>
+      writeFileSync(
+        input,
+        records(10)
+          .map((r) => `${JSON.stringify({ ...r, meta })}\n`)
+          .join(""),
+      );
+    write("m1");
+    const first = await runLifecycle(request(input, job, output, echo()));
+    expect(first.verdict).toBe("done");
+    write("m2");
+    const rerun = echo();
+    expect((await runLifecycle(request(input, job, output, rerun))).verdict).toBe("done");
+    expect(rerun.calls).toHaveLength(0);
+    const kept = () =>
+      readFileSync(output, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { fields: { meta: string } }).fields.meta);
+    expect(kept()).toEqual(Array(10).fill("m2"));
+    const journal = first.paths?.journalPath ?? "";
+    const keeps = () => readFileSync(journal, "utf8").split('"k":"keep"').length - 1;
+    expect(keeps()).toBe(10);
+    expect((await runLifecycle(request(input, job, output, echo()))).verdict).toBe("done");
+    expect(keeps()).toBe(10);
+    expect(kept()).toEqual(Array(10).fill("m2"));
+  });
+
   it("the job edited between runs (a question reworded), 10 records failing under it: those 10 are failures, exit 1, never the old answers", async () => {
     const output = join(dir, "reword.out.jsonl");
     const input = writeInput("reword", records(50));
