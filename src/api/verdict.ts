@@ -147,6 +147,9 @@ export class LockRefusedError extends endingIn("locked") {}
 /** The endpoint is given up on: it refused the key, cannot be reached, or fails record after record. Rerunning resumes. */
 export class EndpointAbort extends endingIn("aborted") {}
 
+/** The `--base-url` answers, but is not the System One API (a wrong path, another server): fix the setting. */
+export class EndpointMismatch extends endingIn("bad-input") {}
+
 /** The first records all failed for one reason: nothing later will do better. */
 export class AllFailedError extends endingIn("all-failed") {}
 
@@ -204,7 +207,8 @@ function firstLine(message: string): string {
  *   setting (`InvocationError`, yargs' own): bad-input (2);
  * - an endpoint's error (`TypedEvalError`): one it will not take back (401,
  *   403, unreachable, 408, 429, 5xx) aborts, resumable (3); a refusal of the
- *   request itself (400, 404, 422) is bad input (2);
+ *   request itself (400, 404, 422), and an address that is not the API, is
+ *   bad input (2);
  * - a file system refusing (full, read-only, permission, a directory where a
  *   file goes): the user's to fix (2) at the check, on the command line and
  *   before the run's first request (`paid` false); once it has begun
@@ -236,6 +240,7 @@ export function classify(error: unknown, stage: Stage, options: { paid?: boolean
 
 /** An endpoint's error that no change to the request would cure: the run stops, resumable. */
 function endpointGaveUp(error: TypedEvalError): boolean {
+  if (error instanceof UpstreamUnavailableError && error.notTheApi) return false;
   return error instanceof UpstreamUnavailableError || error instanceof AuthenticationError || error instanceof PermissionDeniedError || error.retryable;
 }
 

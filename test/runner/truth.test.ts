@@ -19,9 +19,11 @@ import type { OutputTarget } from "../../src/runner/output/targets.js";
 import { targetOf } from "../../src/runner/prepare.js";
 import { runLifecycle } from "../../src/runner/run.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
+import { RemoteEvaluator } from "../../src/evaluator/remote.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 import { lifecycleRequest } from "../support/lifecycle.js";
+import { startUpstream } from "../support/upstream.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-truth-"));
 const _logger = createLogger({ level: "silent" });
@@ -311,5 +313,34 @@ describe("endings", () => {
     const stopped = await runLifecycle(request(input, job, output, evaluator, { stop: later.signal }));
     expect(stopped.verdict).toBe("stopped");
     expect(verdictLine(stopped)).toMatch(/Finished records are kept in .*closing\.out\.jsonl\.journal/);
+  });
+});
+
+describe("an address that is not the API", () => {
+  it.each([
+    ["a 404 page (a --base-url ending in /v1)", 404],
+    ["a 501 page (a static file server)", 501],
+  ])("%s: exit 2 naming --base-url at the first answers, not 20 paid attempts; one short line", async (_name, status) => {
+    let requests = 0;
+    const upstream = await startUpstream((_req, res) => {
+      requests++;
+      res.writeHead(status, { "content-type": "text/html" });
+      res.end(`<!DOCTYPE HTML>\n<html><body>\n<h1>Error response</h1>\n<p>Error code: ${status}</p>\n${"<p>explanation</p>\n".repeat(20)}</body></html>\n`);
+    });
+    try {
+      const output = join(dir, `notapi${status}.out.jsonl`);
+      const remote = new RemoteEvaluator({ baseUrl: `${upstream.url}/v1`, timeoutMs: 2000, retry: { maxRetries: 0 } });
+      const end = await runLifecycle(
+        request(writeInput(`notapi${status}`, records(40)), writeJob(`notapi${status}`, "Is it fine?"), output, remote, { maxRetries: 3 }),
+      );
+      expect(end.verdict).toBe("bad-input");
+      expect(exitCodeOf(end)).toBe(2);
+      expect(end.reason).toMatch(/not a System One API; check --base-url/);
+      expect(verdictLine(end).trim().split("\n")).toHaveLength(2);
+      // About the first answers of those sent at once (concurrency 4), none retried: not 20 records with their retries.
+      expect(requests).toBeLessThanOrEqual(8);
+    } finally {
+      await upstream.close();
+    }
   });
 });
