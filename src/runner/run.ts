@@ -116,7 +116,7 @@ async function runStages(request: RunRequest, verdictReached: () => void): Promi
     return { ...result, journal, paths: checked.paths };
   } catch (error) {
     request.logger.debug({ err: error }, "the run failed unexpectedly");
-    return await endEarly(request, classify(error, "release"), checked, verdictReached);
+    return await endEarly(request, classify(error, "release"), checked, verdictReached, undefined, true);
   } finally {
     await releaseStage(request.logger, evaluator, held);
   }
@@ -258,10 +258,12 @@ function discarded(): OutputTarget {
 }
 
 /**
- * A verdict before the journal stage: the summaries still say what happened
- * and why. A run refused by a lock writes none of the holder's files: not the
- * output's usage summary, and its `--summary-json` only when that is not the
- * holder's own (else it says its verdict on stderr only).
+ * A verdict before the journal stage: `--summary-json` still says what
+ * happened and why. The output's usage summary is not written: it belongs to
+ * the output beside it, which a run that paid nothing leaves as the last good
+ * run made it (`paid`: a failure nobody anticipated after the answers began).
+ * A run refused by a lock writes its `--summary-json` only when that is not
+ * the holder's own (else it says its verdict on stderr only).
  */
 async function endEarly(
   request: RunRequest,
@@ -269,6 +271,7 @@ async function endEarly(
   checked: Checked | undefined,
   verdictReached: () => void,
   holdersSummary?: string,
+  paid = false,
 ): Promise<RunEnd> {
   verdictReached();
   const { settings } = request;
@@ -282,7 +285,7 @@ async function endEarly(
   };
   const target = request.target ?? targetOf;
   const refused = failure.verdict === "locked";
-  const usage = paths?.usage === undefined || refused ? undefined : target(paths.usage);
+  const usage = paths?.usage === undefined || !paid ? undefined : target(paths.usage);
   const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
   const own = summaryJson !== undefined && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
   const { ending, summary } = await writeSummaries([own, usage], failure, summarise, request.logger);

@@ -69,7 +69,8 @@ export async function runJob(options: RunOptions): Promise<RunResult> {
   } catch (error) {
     await options.limiter.stop();
     const ending = stageEnding(error, "journal", false, options.logger);
-    return finishRun(options, summaryBase(options, identity, [], undefined, undefined), { ending, written: undefined, kept: false });
+    // Nothing paid: the output's usage summary stays the last good run's (run.ts, endEarly).
+    return finishRun({ ...options, usage: undefined }, summaryBase(options, identity, [], undefined, undefined), { ending, written: undefined, kept: false });
   }
   const answered = await answerRecords(options, opened.journal, opened.index, requestIdentity);
   let closing: Ending | undefined;

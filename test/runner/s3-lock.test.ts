@@ -4,7 +4,7 @@
  * frozen, holders alive and dead, runs started together, and a store without
  * conditional writes refused; and a stop while an S3 output is uploaded.
  */
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
@@ -234,4 +234,39 @@ describe("a stop while an S3 output is uploaded", () => {
       process.chdir(home);
     }
   }, 30_000);
+});
+
+describe("an S3 setup mistake", () => {
+  it("a missing bucket: exit 2, its --summary-json says why, no usage summary staged or left behind", async () => {
+    const cwd = join(dir, "no-bucket");
+    mkdirSync(cwd, { recursive: true });
+    const input = join(cwd, "in.jsonl");
+    writeFileSync(input, `${JSON.stringify({ id: "a", text: "x" })}\n`);
+    const job = join(cwd, "job.json");
+    writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+    const staging = join(cwd, "staging");
+    const saved = { ...process.env };
+    const home = process.cwd();
+    Object.assign(process.env, store.env, { TYPED_EVAL_STAGING: staging });
+    process.chdir(cwd);
+    try {
+      const output = "s3://no-such-bucket/out.jsonl";
+      const summaryJson = join(cwd, "s.json");
+      const end = await runLifecycle(
+        lifecycleRequest(
+          input,
+          job,
+          output,
+          new FakeEvaluator(() => ({ response: { model: "m", answers: {}, usage: { input_tokens: 1, output_tokens: 1 } } })),
+          { places: { output, summaryJson } },
+        ),
+      );
+      expect(exitCodeOf(end)).toBe(2);
+      expect(JSON.parse(readFileSync(summaryJson, "utf8"))).toMatchObject({ verdict: "bad-input" });
+      expect(existsSync(staging)).toBe(false);
+    } finally {
+      process.env = saved;
+      process.chdir(home);
+    }
+  });
 });

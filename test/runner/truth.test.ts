@@ -7,7 +7,7 @@
  * Each asserts the verdict and its exit code, the summary, and a rerun with
  * exactly the current input's records.
  */
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -292,6 +292,25 @@ describe("endings", () => {
       writeFileSync(`${output}.journal.lock`, JSON.stringify(held));
       lock.release();
     }
+  });
+
+  it("a run that ends before paying (input deleted: 6; the journal of another input: 2) leaves the last good run's usage summary; --summary-json says why", async () => {
+    const output = join(dir, "unpaid.out.jsonl");
+    const input = writeInput("unpaid", records(12));
+    const job = writeJob("unpaid", "Is it fine?");
+    expect((await runLifecycle(request(input, job, output, echo()))).verdict).toBe("done");
+    const usage = readFileSync(`${output}.usage.json`, "utf8");
+    expect(JSON.parse(usage)).toMatchObject({ verdict: "done", records: { answered: 12 } });
+    const other = writeInput("unpaid-other", records(3));
+    const mismatch = await runLifecycle(request(other, job, output, echo()));
+    expect(exitCodeOf(mismatch)).toBe(2);
+    expect(readFileSync(`${output}.usage.json`, "utf8")).toBe(usage);
+    expect(summaryOf(output).verdict).toBe("bad-input");
+    rmSync(input);
+    const gone = await runLifecycle(request(input, job, output, echo()));
+    expect(exitCodeOf(gone)).toBe(6);
+    expect(readFileSync(`${output}.usage.json`, "utf8")).toBe(usage);
+    expect(summaryOf(output).verdict).toBe("no-input");
   });
 
   it("the closing line names the journal only when it holds finished records", async () => {
