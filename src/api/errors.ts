@@ -172,7 +172,7 @@ export class UpstreamUnavailableError extends TypedEvalError {
 
 /** An error body as one short line: an HTML page's text, whitespace collapsed, cut at `max` characters. */
 export function oneLine(text: string, max = 160): string {
-  const plain = /^\s*</.test(text) ? text.replace(/<(script|style)[^]*?<\/\1>/gi, " ").replace(/<[^>]*>/g, " ") : text;
+  const plain = /^\s*</.test(text) ? text.replace(/<(script|style)[\s\S]*?<\/\1>/gi, " ").replace(/<[^>]*>/g, " ") : text;
   const line = plain.replace(/\s+/g, " ").trim();
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
