@@ -58,8 +58,8 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
   locked: { exit: () => EXIT.locked, headline: "refused: another run holds the journal", next: "wait for it to finish, or for its lock to expire" },
   "lock-lost": {
     exit: () => EXIT.lockLost,
-    headline: "stopped: another run took the journal over while this one was stalled",
-    next: "nothing to do: the run that took over finishes the job",
+    headline: "stopped: this run's lock was lost while it was stalled (paused past its lease)",
+    next: "rerun: it resumes from the journal, or exits 7 while another run holds the lock",
   },
   "storage-unavailable": {
     exit: () => EXIT.storage,
