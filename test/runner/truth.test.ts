@@ -78,6 +78,7 @@ const summaryOf = (output: string) =>
     requested_model?: string;
     answered_by?: Record<string, number>;
     set_aside?: { other_versions: number; not_in_input: number };
+    tokens: { input: number; output: number };
   };
 const asked = (evaluator: FakeEvaluator) => evaluator.calls.map((c) => String(c.request.state));
 
@@ -102,7 +103,9 @@ describe("outputs are the current input's records, each answered for its current
     expect(rows[0]).toMatchObject({ id: "r10", line: 1 });
     // The edited record and the appended ones were asked; nothing below the deletion was repaid.
     expect(asked(rerun).sort()).toEqual(["text 200", "text 201", "text 202", "text 203", "text 204", "text 60, edited"]);
-    expect(summaryOf(output).set_aside).toEqual({ other_versions: 1, not_in_input: 10 });
+    // Paid is paid: the 11 answers set aside (3 input tokens each) count in the totals with the 195 rows'.
+    expect(summaryOf(output).set_aside).toEqual({ other_versions: 1, not_in_input: 10, input_tokens: 33, output_tokens: 11 });
+    expect(summaryOf(output).tokens).toMatchObject({ input: 600 + 6 * 3, output: 200 + 6 });
   });
 
   it("kept fields edited in the input under the same job: the output holds the values as read now, nothing asked; a third run journals no keep entry", async () => {

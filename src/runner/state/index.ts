@@ -11,8 +11,8 @@
  * request hash's 64 for a job without ids) in an
  * open-addressing table of typed arrays: the key, where its entry lies in
  * the journal (the answer, else the latest error), a hash of its kept
- * values and a few flags: 29 bytes a key at most (21 in the entries, 4 or 8
- * in the table).
+ * values, the answer's tokens (paid, whether or not it is written) and a few
+ * flags: 37 bytes a key at most (29 in the entries, 4 or 8 in the table).
  */
 import { mixedHash } from "../input/requests.js";
 
@@ -47,6 +47,9 @@ export class JournalIndex {
   private flags = new Uint8Array(1024);
   /** A hash of the kept fields' names and values journaled for the key's answer (`keptHash`). */
   private kept = new Uint32Array(1024);
+  /** The tokens the key's answer was paid for (a copy's are 0). */
+  private tokensIn = new Uint32Array(1024);
+  private tokensOut = new Uint32Array(1024);
   /** Keep entries journaled for a key after its answer (the job's kept fields changed): key -> the latest one's offset. */
   readonly rekept = new Map<number, number>();
   /** Keys held. */
@@ -81,6 +84,8 @@ export class JournalIndex {
       this.at = grown(this.at, n, (m) => new Float64Array(m));
       this.flags = grown(this.flags, n, (m) => new Uint8Array(m));
       this.kept = grown(this.kept, n, (m) => new Uint32Array(m));
+      this.tokensIn = grown(this.tokensIn, n, (m) => new Uint32Array(m));
+      this.tokensOut = grown(this.tokensOut, n, (m) => new Uint32Array(m));
     }
     this.hi[key] = hi;
     this.lo[key] = lo;
@@ -102,12 +107,14 @@ export class JournalIndex {
     this.slots = slots;
   }
 
-  /** An answer for `key` lies at `offset`: it replaces an error, and a copy never replaces a sent answer. */
-  answered(key: number, offset: number, copy: boolean): void {
+  /** An answer for `key` lies at `offset` (paid for `usage`): it replaces an error, and a copy never replaces a sent answer. */
+  answered(key: number, offset: number, copy: boolean, usage?: { input_tokens: number; output_tokens: number }): void {
     const flags = this.flags[key] as number;
     if (copy && flags & SENT) return;
     this.flags[key] = flags | ANSWERED | (copy ? 0 : SENT);
     this.at[key] = offset;
+    this.tokensIn[key] = usage?.input_tokens ?? 0;
+    this.tokensOut[key] = usage?.output_tokens ?? 0;
   }
 
   /** An error for `key` lies at `offset` (`now`: journaled by this run); an answer is never replaced by an error. */
@@ -165,11 +172,19 @@ export class JournalIndex {
    * The journal's keys no record of this run's input has: entries of another
    * version of a record that is still there (its request changed: the job or
    * the record was edited), and entries of records no longer in the input.
-   * Both are set aside, never written.
+   * Both are set aside, never written; the tokens their answers were paid
+   * for are counted (paid is paid).
    */
-  setAside(): { otherVersions: number; notInInput: number } {
+  setAside(): { otherVersions: number; notInInput: number; inputTokens: number; outputTokens: number } {
+    let inputTokens = 0;
+    let outputTokens = 0;
+    for (let key = 0; key < this.size; key++) {
+      if ((this.flags[key] as number) & SEEN) continue;
+      inputTokens += this.tokensIn[key] as number;
+      outputTokens += this.tokensOut[key] as number;
+    }
     const unseen = this.count((flags) => !(flags & SEEN));
-    if (!this.byId || unseen === 0) return { otherVersions: 0, notInInput: unseen };
+    if (!this.byId || unseen === 0) return { otherVersions: 0, notInInput: unseen, inputTokens, outputTokens };
     const ids = new Uint32Array(this.count((flags) => (flags & SEEN) !== 0));
     let n = 0;
     for (let key = 0; key < this.size; key++) if ((this.flags[key] as number) & SEEN) ids[n++] = this.hi[key] as number;
@@ -181,7 +196,7 @@ export class JournalIndex {
       if (contains(ids, this.hi[key] as number)) otherVersions++;
       else notInInput++;
     }
-    return { otherVersions, notInInput };
+    return { otherVersions, notInInput, inputTokens, outputTokens };
   }
 
   private count(test: (flags: number) => boolean): number {

@@ -192,7 +192,7 @@ export function indexEntry(index: JournalIndex, entry: AnswerEntry | ErrorEntry 
   }
   const key = index.key(entry.id, entry.h);
   if (entry.k === "error") return index.failed(key, offset, now);
-  index.answered(key, offset, entry.dedup_of !== undefined);
+  index.answered(key, offset, entry.dedup_of !== undefined, entry.usage);
   index.markKeep(key, keptHash(entry.keep));
 }
 
