@@ -60,4 +60,11 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
  * first. docs/scheduling.md's table, the Airflow DAG, the crontab and the
  * Kubernetes Job's podFailurePolicy say the same (test/api/exit-codes.test.ts).
  */
-export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([EXIT.aborted, EXIT.lockLost, EXIT.storage, EXIT.inputChanged, EXIT.interrupted, EXIT.terminated]);
+export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([
+  EXIT.aborted,
+  EXIT.lockLost,
+  EXIT.storage,
+  EXIT.inputChanged,
+  EXIT.interrupted,
+  EXIT.terminated,
+]);
