@@ -21,6 +21,7 @@ import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+import { takeEarlySignals } from "./early-signals.js";
 import { progressBar } from "./progress.js";
 import { bundledJobs } from "../records/bundled-jobs.js";
 
@@ -290,7 +291,7 @@ interface Signals {
   detach(): void;
 }
 
-function listenForSignals(logger: Logger, graceSeconds: number): Signals {
+function listenForSignals(logger: Logger, graceSeconds: number, early: readonly NodeJS.Signals[]): Signals {
   const signals: Signals = { stop: new AbortController(), now: new AbortController(), received: undefined, detach: () => undefined };
   const onSignal = (signal: NodeJS.Signals) => {
     if (signals.received) {
@@ -316,6 +317,8 @@ function listenForSignals(logger: Logger, graceSeconds: number): Signals {
   };
   process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
   signals.detach = () => process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+  // Those received while the CLI loaded: the lifecycle starts stopped, and still says so and writes its summary.
+  for (const signal of early) onSignal(signal);
   return signals;
 }
 
@@ -360,8 +363,12 @@ export const runCommand: CommandModule<object, RunArgs> = {
     setFlagsFromString("--optimize-for-size");
     const logger = cliLogger();
     setStorageRetry(args["storage-retry"]);
-    if (args["print-prompt"] || args["dry-run"]) return preview(args, logger);
-    const signals = listenForSignals(logger, args.grace);
+    const early = takeEarlySignals();
+    if (args["print-prompt"] || args["dry-run"]) {
+      if (early[0]) process.kill(process.pid, early[0]);
+      return preview(args, logger);
+    }
+    const signals = listenForSignals(logger, args.grace, early);
     const progress = progressReporter(logger);
     let end: RunEnd;
     try {
