@@ -157,7 +157,7 @@ export function describeModels(answeredBy: Record<string, number>): string {
   const each = Object.entries(answeredBy)
     .map(([model, rows]) => `${model} (${rows.toLocaleString("en-US")})`)
     .join(", ");
-  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint changed its model during the run`;
+  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint's model changed during this run or since an earlier run of this output`;
 }
 
 /** One line for people: journal entries that no record of the input asks for now. */

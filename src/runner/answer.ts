@@ -104,6 +104,8 @@ export interface Answered {
   stats: AnswerStats;
   sent: SendCounts;
   started: number;
+  /** When the stage began on the monotonic clock (`performance.now()`): elapsed time from it is never negative, whatever the wall clock does. */
+  startedMonotonic: number;
   /** The records of the input as read, in order: what the outputs hold. */
   order: InputOrder;
   /** The reader reached the input's real end. */
@@ -140,6 +142,7 @@ class AnswerStage {
   private readonly watch: RecordWatch;
   private readonly spending: SpendingJournal;
   private readonly started = Date.now();
+  private readonly startedMonotonic = performance.now();
 
   constructor(
     private readonly options: AnswerOptions,
@@ -188,7 +191,17 @@ class AnswerStage {
     let unfinished = 0;
     for (let i = 0; i < this.order.length; i++) if (!this.index.hasResult(this.order.keyAt(i))) unfinished++;
     const { stats, order, started } = this;
-    return { stats, sent: this.sender.counts, started, order, inputEnded, unfinished, ended: this.ending.ended, sameReason: this.watch.sameReason() };
+    return {
+      stats,
+      sent: this.sender.counts,
+      started,
+      startedMonotonic: this.startedMonotonic,
+      order,
+      inputEnded,
+      unfinished,
+      ended: this.ending.ended,
+      sameReason: this.watch.sameReason(),
+    };
   }
 
   /** Ends the stage on an error met at `stage` (the first ending wins). */

@@ -224,6 +224,6 @@ function summaryBase(
     output: options.answers.target.describe,
     runs,
     setAside: answered?.inputEnded ? index?.setAside() : undefined,
-    thisRun: { started, seconds: (Date.now() - started) / 1000, stats, sent, pace: options.limiter.paceReport() },
+    thisRun: { started, seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0, stats, sent, pace: options.limiter.paceReport() },
   };
 }

@@ -10,7 +10,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { exitCodeOf, OutputClosedError, verdictLine } from "../../src/api/verdict.js";
@@ -19,6 +19,7 @@ import type { OutputTarget } from "../../src/runner/output/targets.js";
 import { targetOf } from "../../src/runner/prepare.js";
 import { runLifecycle } from "../../src/runner/run.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
+import { describe as describeUsage, type UsageSummary } from "../../src/records/usage.js";
 import { RemoteEvaluator } from "../../src/evaluator/remote.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
@@ -189,6 +190,8 @@ describe("outputs are the current input's records, each answered for its current
     const rows = lines(output);
     expect(new Set(rows.map((r) => r.model))).toEqual(new Set(["up-1.0.0", "up-1.1.0"]));
     expect(summaryOf(output)).toMatchObject({ model: "default", answered_by: { "up-1.0.0": 25, "up-1.1.0": 15 } });
+    // The warning does not claim when: the change may have come between runs of the output.
+    expect(describeUsage(summaryOf(output) as unknown as UsageSummary)).toMatch(/model changed during this run or since an earlier run of this output/);
   });
 });
 
@@ -314,6 +317,25 @@ describe("endings", () => {
     expect(exitCodeOf(gone)).toBe(6);
     expect(readFileSync(`${output}.usage.json`, "utf8")).toBe(usage);
     expect(summaryOf(output).verdict).toBe("no-input");
+  });
+
+  it("a wall clock stepped back an hour mid-run: the summary's seconds are elapsed time (monotonic), never negative", async () => {
+    const output = join(dir, "stepped.out.jsonl");
+    const input = writeInput("stepped", records(10));
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    try {
+      const evaluator = new FakeEvaluator(async (r, call) => {
+        if (call === 3) vi.setSystemTime(Date.now() - 3_600_000);
+        return { response: { model: "m-1.0.0", answers: plausibleAnswers(r.questions), usage: { input_tokens: 1, output_tokens: 1 } } };
+      });
+      expect((await runLifecycle(request(input, writeJob("stepped", "Is it fine?"), output, evaluator))).verdict).toBe("done");
+    } finally {
+      vi.useRealTimers();
+    }
+    const summary = JSON.parse(readFileSync(`${output}.summary.json`, "utf8")) as { seconds: number; this_run: { seconds: number } };
+    expect(summary.seconds).toBeGreaterThanOrEqual(0);
+    expect(summary.seconds).toBeLessThan(60);
+    expect(summary.this_run.seconds).toBeGreaterThanOrEqual(0);
   });
 
   it("the closing line names the journal only when it holds finished records", async () => {
