@@ -318,6 +318,8 @@ export function verdictLine(report: VerdictReport): string {
   const row = VERDICTS[report.verdict];
   const code = exitCodeOf(report);
   const kept = report.journal ? ` Finished records are kept in ${report.journal}.` : "";
-  const written = report.verdict === "done" || report.verdict === "failures" ? "" : " No output was written.";
+  // A reader that closed the output (`| head -1`) may have read rows of it: they are not the whole output.
+  const cut = report.signal === "SIGPIPE" ? " Whatever the reader took is not the whole output." : " No output was written.";
+  const written = report.verdict === "done" || report.verdict === "failures" ? "" : cut;
   return `typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`;
 }

@@ -229,7 +229,8 @@ function jobOptions(request: RunRequest, checked: Checked, opened: Awaited<Retur
     concurrency: opened.concurrency,
     jobName: request.settings.jobFile,
     journalPath: paths.journalPath,
-    journalName: journalShown(paths),
+    // The summary names where the journal lives for good: a mirrored one's local copy is deleted once S3 holds it.
+    journalName: paths.remoteJournal ?? paths.journalPath,
     answers: { target: target(paths.output), format: paths.answersFormat },
     errors: paths.errors === undefined ? discarded() : target(paths.errors),
     usage: paths.usage === undefined ? undefined : target(paths.usage),

@@ -227,6 +227,8 @@ describe("a stop while an S3 output is uploaded", () => {
       const rerun = evaluator();
       expect((await runLifecycle(lifecycleRequest(input, job, output, rerun, { places: { output, summaryJson: join(cwd, "s.json") } }))).verdict).toBe("done");
       expect(rerun.calls).toHaveLength(0);
+      // The done summary names the journal in S3, not the local copy deleted once S3 held it.
+      expect(JSON.parse(readFileSync(join(cwd, "s.json"), "utf8"))).toMatchObject({ verdict: "done", journal: expect.stringMatching(/^s3:\/\/locks\/stop\//) });
       expect((await get("stop/out.jsonl")).split("\n").filter(Boolean)).toHaveLength(20);
     } finally {
       store.proxy.faults([]);

@@ -143,6 +143,8 @@ function detach(out: NodeJS.WriteStream, onError: (error: Error) => void): void 
 function closedOrError(error: Error): Error {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === "EPIPE" || code === "ERR_STREAM_DESTROYED") return new OutputClosedError("whoever read the output closed it (EPIPE)", { cause: error });
+  // A write to stdout names no path: the message says which output it was (`-o - > /dev/full`).
+  if ((error as NodeJS.ErrnoException).path === undefined) Object.assign(error, { path: "stdout" });
   return error;
 }
 
