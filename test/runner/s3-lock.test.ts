@@ -171,21 +171,30 @@ describe("the S3 lock", () => {
   }, 60_000);
 });
 
+/** A run's folder with `records` and a one-question job; the store's variables and a staging folder set, and the folder made the working directory (the journal's local copy goes there) until `restore`. */
+function runFolder(name: string, records: number) {
+  const cwd = join(dir, name);
+  mkdirSync(cwd, { recursive: true });
+  const input = join(cwd, "in.jsonl");
+  writeFileSync(input, Array.from({ length: records }, (_, i) => `${JSON.stringify({ id: `s${i}`, text: `record ${i}` })}\n`).join(""));
+  const job = join(cwd, "job.json");
+  writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+  const staging = join(cwd, "staging");
+  const saved = { ...process.env };
+  const home = process.cwd();
+  Object.assign(process.env, store.env, { TYPED_EVAL_STAGING: staging });
+  process.chdir(cwd);
+  const restore = () => {
+    process.env = saved;
+    process.chdir(home);
+  };
+  return { cwd, input, job, staging, restore };
+}
+
 describe("a stop while an S3 output is uploaded", () => {
   it("abandons the upload: stopped (143), nothing in S3, the staged file kept; the rerun uploads it asking nothing", async () => {
-    const cwd = join(dir, "stop-upload");
-    mkdirSync(cwd, { recursive: true });
-    const input = join(cwd, "in.jsonl");
-    writeFileSync(input, Array.from({ length: 20 }, (_, i) => `${JSON.stringify({ id: `s${i}`, text: `record ${i}` })}\n`).join(""));
-    const job = join(cwd, "job.json");
-    writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+    const { cwd, input, job, staging, restore } = runFolder("stop-upload", 20);
     const get = async (key: string) => (await store.client.send(new GetObjectCommand({ Bucket: "locks", Key: key }))).Body?.transformToString() ?? "";
-    const staging = join(cwd, "staging");
-    const saved = { ...process.env };
-    const home = process.cwd();
-    Object.assign(process.env, store.env, { TYPED_EVAL_STAGING: staging });
-    // The journal's local copy goes under the working directory.
-    process.chdir(cwd);
     const evaluator = () =>
       new FakeEvaluator((request: SystemOneRequest) => ({
         response: { model: "fake-1.0.0", answers: plausibleAnswers(request.questions, 0.5), usage: { input_tokens: 3, output_tokens: 1 } },
@@ -232,25 +241,14 @@ describe("a stop while an S3 output is uploaded", () => {
       expect((await get("stop/out.jsonl")).split("\n").filter(Boolean)).toHaveLength(20);
     } finally {
       store.proxy.faults([]);
-      process.env = saved;
-      process.chdir(home);
+      restore();
     }
   }, 30_000);
 });
 
 describe("an S3 setup mistake", () => {
   it("a missing bucket: exit 2, its --summary-json says why, no usage summary staged or left behind", async () => {
-    const cwd = join(dir, "no-bucket");
-    mkdirSync(cwd, { recursive: true });
-    const input = join(cwd, "in.jsonl");
-    writeFileSync(input, `${JSON.stringify({ id: "a", text: "x" })}\n`);
-    const job = join(cwd, "job.json");
-    writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
-    const staging = join(cwd, "staging");
-    const saved = { ...process.env };
-    const home = process.cwd();
-    Object.assign(process.env, store.env, { TYPED_EVAL_STAGING: staging });
-    process.chdir(cwd);
+    const { cwd, input, job, staging, restore } = runFolder("no-bucket", 1);
     try {
       const output = "s3://no-such-bucket/out.jsonl";
       const summaryJson = join(cwd, "s.json");
@@ -267,8 +265,7 @@ describe("an S3 setup mistake", () => {
       expect(JSON.parse(readFileSync(summaryJson, "utf8"))).toMatchObject({ verdict: "bad-input" });
       expect(existsSync(staging)).toBe(false);
     } finally {
-      process.env = saved;
-      process.chdir(home);
+      restore();
     }
   });
 });
