@@ -6,6 +6,12 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
+// Signals that come while the CLI loads are held, not fatal: `run` replays them into its stop (src/cli/early-signals.ts).
+const held = [];
+const hold = (signal) => held.push(signal);
+process.on("SIGTERM", hold).on("SIGINT", hold);
+process[Symbol.for("typed-eval.early-signals")] = { signals: held, release: () => process.off("SIGTERM", hold).off("SIGINT", hold) };
+
 const root = fileURLToPath(new URL("..", import.meta.url));
 const stamp = join(root, "dist", ".built");
 
@@ -27,5 +33,10 @@ if (compiled) {
   const { register } = await import("tsx/esm/api");
   register();
   entry = await import(pathToFileURL(join(srcDir, "cli", "main.ts")).href);
+}
+if (process.argv[2] !== "run") {
+  // Only `run` takes the held signals over; any other command dies of one as it would have.
+  process.off("SIGTERM", hold).off("SIGINT", hold);
+  if (held[0]) process.kill(process.pid, held[0]);
 }
 await entry.main();

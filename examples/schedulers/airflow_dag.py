@@ -28,11 +28,11 @@ watches it that long); the first retry comes two minutes later.
 argument works in the image and on a worker with the npm package.
 
 Exit codes (docs/scheduling.md, "Exit codes"): only the resumable ones,
-``RESUMABLE`` (3: endpoint down; 9: storage down; 10: input changed while read; 130/143: stopped by a
-signal), are retried, with exponential backoff. 6 (no input tonight) skips.
+``RESUMABLE`` (3: endpoint down; 8: lock lost while stalled; 9: storage down; 10: input changed while
+read; 130/143: stopped by a signal), are retried, with exponential backoff. 6 (no input tonight) skips.
 1 (too many failed records), 2 (bad job or input), 5 (every record fails: a
-wrong field or format), 7 (another run holds the journal), 8 (lock lost) and
-70 (a bug) fail at once: retrying would not change them.
+wrong field or format), 7 (another run holds the journal) and 70 (a bug)
+fail at once: retrying would not change them.
 Output paths are partitioned by ``{{ ds }}``, so each night starts fresh and a
 rerun of the same night resumes.
 
@@ -67,7 +67,7 @@ from airflow.providers.cncf.kubernetes.secret import Secret
 from kubernetes.client import models as k8s
 
 SHARDS = 4
-RESUMABLE = {3, 9, 10, 130, 143}
+RESUMABLE = {3, 8, 9, 10, 130, 143}
 NO_INPUT = 6
 GATE_FAILED = 4
 DRIFT_GATE = "team.psi>0.2,urgency.psi>0.2"

@@ -160,19 +160,29 @@ export class UpstreamUnavailableError extends TypedEvalError {
    * timeouts and invalid answers, which may be one request's doing.
    */
   readonly unreachable: boolean;
+  /** True when the address answers, but is not the System One API (a wrong `--base-url` path, another kind of server): not retried. */
+  readonly notTheApi: boolean;
 
-  constructor(message: string, options?: ErrorOptions & { unreachable?: boolean }) {
+  constructor(message: string, options?: ErrorOptions & { unreachable?: boolean; notTheApi?: boolean }) {
     super(message, options);
     this.unreachable = options?.unreachable ?? false;
+    this.notTheApi = options?.notTheApi ?? false;
   }
+}
+
+/** An error body as one short line: an HTML page's text, whitespace collapsed, cut at `max` characters. */
+export function oneLine(text: string, max = 160): string {
+  const plain = /^\s*</.test(text) ? text.replace(/<(script|style)[\s\S]*?<\/\1>/gi, " ").replace(/<[^>]*>/g, " ") : text;
+  const line = plain.replace(/\s+/g, " ").trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
 
 function messageOf(body: unknown, fallback: string): string {
   if (body && typeof body === "object" && "detail" in body) {
     const detail = (body as { detail: unknown }).detail;
-    if (typeof detail === "string") return detail;
+    if (typeof detail === "string") return oneLine(detail);
   }
-  if (typeof body === "string" && body.trim()) return body.slice(0, 500);
+  if (typeof body === "string" && body.trim()) return oneLine(body);
   return fallback;
 }
 

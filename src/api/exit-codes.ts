@@ -23,7 +23,11 @@ export const EXIT = {
   noInput: 6,
   /** Another run holds this job's journal (its host, pid and start time are printed); nothing was done. */
   locked: 7,
-  /** Another run took this run's lock over while it was stalled (paused past the lock's expiry): it stopped before writing anything. */
+  /**
+   * This run's lock was taken over or lost while it was stalled (paused past the lock's lease: a frozen VM, a
+   * clock that jumped): it stopped before writing anything. Rerunning is safe: 7 if another run holds the lock,
+   * else it resumes from the journal.
+   */
   lockLost: 8,
   /**
    * A store the run depends on (S3, the local disk) failed past its retries, filled up or refused a
@@ -56,4 +60,11 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
  * first. docs/scheduling.md's table, the Airflow DAG, the crontab and the
  * Kubernetes Job's podFailurePolicy say the same (test/api/exit-codes.test.ts).
  */
-export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([EXIT.aborted, EXIT.storage, EXIT.inputChanged, EXIT.interrupted, EXIT.terminated]);
+export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([
+  EXIT.aborted,
+  EXIT.lockLost,
+  EXIT.storage,
+  EXIT.inputChanged,
+  EXIT.interrupted,
+  EXIT.terminated,
+]);

@@ -58,8 +58,8 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
   locked: { exit: () => EXIT.locked, headline: "refused: another run holds the journal", next: "wait for it to finish, or for its lock to expire" },
   "lock-lost": {
     exit: () => EXIT.lockLost,
-    headline: "stopped: another run took the journal over while this one was stalled",
-    next: "nothing to do: the run that took over finishes the job",
+    headline: "stopped: this run's lock was lost while it was stalled (paused past its lease)",
+    next: "rerun: it resumes from the journal, or exits 7 while another run holds the lock",
   },
   "storage-unavailable": {
     exit: () => EXIT.storage,
@@ -153,6 +153,9 @@ export class NoInputError extends endingIn("no-input") {}
 /** Why an input with no records ends in no-input: the one wording every command uses. */
 export const NO_RECORDS = "the input holds no records: check that it is the file you meant";
 
+/** The `--base-url` answers, but is not the System One API (a wrong path, another server): fix the setting. */
+export class EndpointMismatch extends endingIn("bad-input") {}
+
 /** The first records all failed for one reason: nothing later will do better. */
 export class AllFailedError extends endingIn("all-failed") {}
 
@@ -210,7 +213,8 @@ function firstLine(message: string): string {
  *   setting (`InvocationError`, yargs' own): bad-input (2);
  * - an endpoint's error (`TypedEvalError`): one it will not take back (401,
  *   403, unreachable, 408, 429, 5xx) aborts, resumable (3); a refusal of the
- *   request itself (400, 404, 422) is bad input (2);
+ *   request itself (400, 404, 422), and an address that is not the API, is
+ *   bad input (2);
  * - a file system refusing (full, read-only, permission, a directory where a
  *   file goes): the user's to fix (2) at the check, on the command line and
  *   before the run's first request (`paid` false); once it has begun
@@ -242,6 +246,7 @@ export function classify(error: unknown, stage: Stage, options: { paid?: boolean
 
 /** An endpoint's error that no change to the request would cure: the run stops, resumable. */
 function endpointGaveUp(error: TypedEvalError): boolean {
+  if (error instanceof UpstreamUnavailableError && error.notTheApi) return false;
   return error instanceof UpstreamUnavailableError || error instanceof AuthenticationError || error instanceof PermissionDeniedError || error.retryable;
 }
 
@@ -319,6 +324,8 @@ export function verdictLine(report: VerdictReport): string {
   const row = VERDICTS[report.verdict];
   const code = exitCodeOf(report);
   const kept = report.journal ? ` Finished records are kept in ${report.journal}.` : "";
-  const written = report.verdict === "done" || report.verdict === "failures" ? "" : " No output was written.";
+  // A reader that closed the output (`| head -1`) may have read rows of it: they are not the whole output.
+  const cut = report.signal === "SIGPIPE" ? " Whatever the reader took is not the whole output." : " No output was written.";
+  const written = report.verdict === "done" || report.verdict === "failures" ? "" : cut;
   return `typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`;
 }

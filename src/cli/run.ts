@@ -16,6 +16,7 @@ import type { ArgsOf } from "./args.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
+import { takeEarlySignals } from "./early-signals.js";
 import { progressBar } from "./progress.js";
 import { jobSettings, modelOpener, withJobOptions } from "./job-options.js";
 import { extensionsText, formatNames } from "../records/formats.js";
@@ -192,7 +193,7 @@ interface Signals {
   detach(): void;
 }
 
-function listenForSignals(logger: Logger, graceSeconds: number): Signals {
+function listenForSignals(logger: Logger, graceSeconds: number, early: readonly NodeJS.Signals[]): Signals {
   const signals: Signals = { stop: new AbortController(), now: new AbortController(), received: undefined, detach: () => undefined };
   const onSignal = (signal: NodeJS.Signals) => {
     if (signals.received) {
@@ -218,6 +219,8 @@ function listenForSignals(logger: Logger, graceSeconds: number): Signals {
   };
   process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
   signals.detach = () => process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+  // Those received while the CLI loaded: the lifecycle starts stopped, and still says so and writes its summary.
+  for (const signal of early) onSignal(signal);
   return signals;
 }
 
@@ -262,8 +265,12 @@ export const runCommand: CommandModule<object, RunArgs> = {
     setFlagsFromString("--optimize-for-size");
     const logger = cliLogger();
     setStorageRetry(args["storage-retry"]);
-    if (args["print-prompt"] || args["dry-run"]) return preview(args, logger);
-    const signals = listenForSignals(logger, args.grace);
+    const early = takeEarlySignals();
+    if (args["print-prompt"] || args["dry-run"]) {
+      if (early[0]) process.kill(process.pid, early[0]);
+      return preview(args, logger);
+    }
+    const signals = listenForSignals(logger, args.grace, early);
     const progress = progressReporter(logger);
     let end: RunOutcome;
     try {

@@ -6,7 +6,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { describeIssues, errorFromResponse, InvocationError, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
+import { describeIssues, errorFromResponse, InvocationError, oneLine, type TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { DEFAULT_RETRY, retryDelayMs, serverDelayMs, sleep, type HeaderSource, type RetryPolicy } from "../api/retry.js";
 import type { ModelMetadata, EvaluatorRequest, SystemOneResponse } from "../api/schema.js";
 import { responseViolations } from "../api/consistency.js";
@@ -344,6 +344,11 @@ export class RemoteEvaluator implements Evaluator {
     } finally {
       res.release();
     }
+    if (notTheApi(res.status, json)) {
+      const said = oneLine(typeof json === "string" ? json : JSON.stringify(json ?? ""), 80);
+      const message = `${this.endpoint} answered HTTP ${res.status}${said ? ` (${said})` : ""}: that is not a System One API; check --base-url (the address before /v1/systemone)`;
+      return { ok: false, error: new UpstreamUnavailableError(message, { notTheApi: true }), retry: false };
+    }
     if (res.status < 200 || res.status > 299) {
       const error = errorFromResponse(res.status, json, serverDelayMs(res.headers));
       return { ok: false, error, retry: isRetryableStatus(res.status), headers: res.headers };
@@ -372,6 +377,20 @@ export class RemoteEvaluator implements Evaluator {
   async close(): Promise<void> {
     this.agent.destroy();
   }
+}
+
+/**
+ * Whether an error answer says the address is not the System One API, rather
+ * than refusing this request: 405 and 501 (nothing takes a POST there), and a
+ * 404 without the API's own error body. The API's 404 (an unknown model, say)
+ * is a JSON object whose `detail` names what was not found; a wrong path gets
+ * a page, nothing, or a router's stock reply ("Not Found", our server's "No route").
+ */
+export function notTheApi(status: number, body: unknown): boolean {
+  if (status === 405 || status === 501) return true;
+  if (status !== 404) return false;
+  const detail = body && typeof body === "object" && !Array.isArray(body) ? (body as { detail?: unknown }).detail : undefined;
+  return typeof detail !== "string" || /^(not found|no route\b)/i.test(detail.trim());
 }
 
 /** A question the wire cannot carry is refused before anything is sent: only the embedded model asks types registered in process. */

@@ -83,7 +83,8 @@ export interface UsageSummary {
    * written: answers or errors for another version of a record (the record or
    * the job changed since), and for records no longer in the input.
    */
-  set_aside?: { other_versions: number; not_in_input: number };
+  /** Journal entries set aside (never written), and the tokens their answers were paid for: counted in `tokens` and the cost. */
+  set_aside?: { other_versions: number; not_in_input: number; input_tokens?: number; output_tokens?: number };
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
 }
@@ -156,12 +157,13 @@ export function describeModels(answeredBy: Record<string, number>): string {
   const each = Object.entries(answeredBy)
     .map(([model, rows]) => `${model} (${rows.toLocaleString("en-US")})`)
     .join(", ");
-  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint changed its model during the run`;
+  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint's model changed during this run or since an earlier run of this output`;
 }
 
 /** One line for people: journal entries that no record of the input asks for now. */
 function describeSetAside(aside: NonNullable<UsageSummary["set_aside"]>): string {
-  return `set aside from the journal: ${aside.other_versions.toLocaleString("en-US")} entries for other versions of records (the job or the record changed), ${aside.not_in_input.toLocaleString("en-US")} for records no longer in the input`;
+  const paid = aside.input_tokens ? ` (their ${aside.input_tokens.toLocaleString("en-US")} input tokens were paid, and are counted below)` : "";
+  return `set aside from the journal: ${aside.other_versions.toLocaleString("en-US")} entries for other versions of records (the job or the record changed), ${aside.not_in_input.toLocaleString("en-US")} for records no longer in the input${paid}`;
 }
 
 /** Whether JSON is a usage summary. */

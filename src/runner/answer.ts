@@ -22,7 +22,7 @@ import type { RunLimiter } from "./send/limiter.js";
 import { forEachBounded } from "./send/loop.js";
 import { Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
-import type { JournalIndex } from "./state/index.js";
+import { keptHash, type JournalIndex } from "./state/index.js";
 import type { AnswerEntry, Entry, ErrorEntry } from "./state/journal.js";
 import { classify, type Ending, type Stage } from "../api/verdict.js";
 import { InputOrder } from "./input/order.js";
@@ -106,6 +106,8 @@ export interface Answered {
   stats: AnswerStats;
   sent: SendCounts;
   started: number;
+  /** When the stage began on the monotonic clock (`performance.now()`): elapsed time from it is never negative, whatever the wall clock does. */
+  startedMonotonic: number;
   /** The records of the input as read, in order: what the outputs hold. */
   order: InputOrder;
   /** The reader reached the input's real end. */
@@ -142,6 +144,7 @@ class AnswerStage {
   private readonly watch: RecordWatch;
   private readonly spending: SpendingJournal;
   private readonly started = Date.now();
+  private readonly startedMonotonic = performance.now();
 
   constructor(
     private readonly options: AnswerOptions,
@@ -190,7 +193,17 @@ class AnswerStage {
     let unfinished = 0;
     for (let i = 0; i < this.order.length; i++) if (!this.index.hasResult(this.order.keyAt(i))) unfinished++;
     const { stats, order, started } = this;
-    return { stats, sent: this.sender.counts, started, order, inputEnded, unfinished, ended: this.ending.ended, sameReason: this.watch.sameReason() };
+    return {
+      stats,
+      sent: this.sender.counts,
+      started,
+      startedMonotonic: this.startedMonotonic,
+      order,
+      inputEnded,
+      unfinished,
+      ended: this.ending.ended,
+      sameReason: this.watch.sameReason(),
+    };
   }
 
   /** Ends the stage on an error met at `stage` (the first ending wins). */
@@ -240,14 +253,15 @@ class AnswerStage {
     return () => this.ask(asking);
   }
 
-  /** A record answered before for this same request: kept; its kept fields journaled anew when the job keeps others now. */
+  /** A record answered before for this same request: kept; its kept fields journaled anew when the job keeps others now or their values were edited. */
   private resume(item: SourceItem, key: number, id: string, h: string, keep: Record<string, unknown>): void {
     this.stats.resumed++;
-    if (!this.index.staleKeep(key)) return;
+    const hash = keptHash(keep);
+    if (!this.index.staleKeep(key, hash)) return;
     const offset = this.append({ k: "keep", seq: item.seq, id, h, keep });
     if (offset === undefined) return;
     this.index.rekept.set(key, offset);
-    this.index.markKeep(key, false);
+    this.index.markKeep(key, hash);
   }
 
   /** Sends a record's request (or copies an identical one's answer) and journals the outcome. */

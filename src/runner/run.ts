@@ -121,7 +121,7 @@ async function runStages(request: RunInvocation, verdictReached: () => void): Pr
     return { ...result, journal, paths: checked.paths };
   } catch (error) {
     request.logger.debug({ err: error }, "the run failed unexpectedly");
-    return await endEarly(request, classify(error, "release"), checked, verdictReached);
+    return await endEarly(request, classify(error, "release"), checked, verdictReached, undefined, true);
   } finally {
     await releaseStage(request.logger, evaluator, held);
   }
@@ -239,7 +239,8 @@ function jobOptions(request: RunInvocation, checked: Checked, opened: Awaited<Re
     concurrency: opened.concurrency,
     jobName: request.settings.jobFile,
     journalPath: paths.journalPath,
-    journalName: journalShown(paths),
+    // The summary names where the journal lives for good: a mirrored one's local copy is deleted once S3 holds it.
+    journalName: paths.remoteJournal ?? paths.journalPath,
     answers: { target: target(paths.output), format: answersFormat },
     errors: paths.errors === undefined ? discarded() : target(paths.errors),
     usage: paths.usage === undefined ? undefined : target(paths.usage),
@@ -268,10 +269,12 @@ function discarded(): OutputTarget {
 }
 
 /**
- * A verdict before the journal stage: the summaries still say what happened
- * and why. A run refused by a lock writes none of the holder's files: not the
- * output's usage summary, and its `--summary-json` only when that is not the
- * holder's own (else it says its verdict on stderr only).
+ * A verdict before the journal stage: `--summary-json` still says what
+ * happened and why. The output's usage summary is not written: it belongs to
+ * the output beside it, which a run that paid nothing leaves as the last good
+ * run made it (`paid`: a failure nobody anticipated after the answers began).
+ * A run refused by a lock writes its `--summary-json` only when that is not
+ * the holder's own (else it says its verdict on stderr only).
  */
 async function endEarly(
   request: RunInvocation,
@@ -279,6 +282,7 @@ async function endEarly(
   checked: Checked | undefined,
   verdictReached: () => void,
   holdersSummary?: string,
+  paid = false,
 ): Promise<RunOutcome> {
   verdictReached();
   const { settings } = request;
@@ -292,7 +296,7 @@ async function endEarly(
   };
   const target = request.target ?? targetOf;
   const refused = failure.verdict === "locked";
-  const usage = paths?.usage === undefined || refused ? undefined : target(paths.usage);
+  const usage = paths?.usage === undefined || !paid ? undefined : target(paths.usage);
   const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
   const own = summaryJson !== undefined && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
   const { ending, summary } = await writeSummaries([own, usage], failure, summarise, request.logger);

@@ -67,13 +67,13 @@ export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
   try {
     opened = await (options.openJournal ?? Journal.open)(options.journalPath, {
       input: options.inputId,
-      keep: options.job.keep ?? [],
       byId: options.job.id !== undefined,
     });
   } catch (error) {
     await options.limiter.stop();
     const ending = stageEnding(error, "journal", false, options.logger);
-    return finishRun(options, summaryBase(options, identity, [], undefined, undefined), { ending, written: undefined, kept: false });
+    // Nothing paid: the output's usage summary stays the last good run's (run.ts, endEarly).
+    return finishRun({ ...options, usage: undefined }, summaryBase(options, identity, [], undefined, undefined), { ending, written: undefined, kept: false });
   }
   const answered = await answerRecords(options, opened.journal, opened.index, requestIdentity);
   let closing: Ending | undefined;
@@ -227,6 +227,6 @@ function summaryBase(
     output: options.answers.target.describe,
     runs,
     setAside: answered?.inputEnded ? index?.setAside() : undefined,
-    thisRun: { started, seconds: (Date.now() - started) / 1000, stats, sent, pace: options.limiter.paceReport() },
+    thisRun: { started, seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0, stats, sent, pace: options.limiter.paceReport() },
   };
 }

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { EXIT, RESUMABLE } from "../../src/api/exit-codes.js";
+import { verdictLine } from "../../src/api/verdict.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const read = (path: string) => readFileSync(join(ROOT, path), "utf8");
@@ -35,6 +36,13 @@ describe("exit codes a scheduler retries", () => {
   it("RESUMABLE is a subset of EXIT without success", () => {
     for (const code of RESUMABLE) expect(ALL).toContain(code);
     expect(RESUMABLE.has(EXIT.ok)).toBe(false);
+  });
+
+  it("a lost lock (8) is resumable, and its line says to rerun: a lone run whose clock jumped has no other run to finish the job", () => {
+    expect(RESUMABLE.has(EXIT.lockLost)).toBe(true);
+    const line = verdictLine({ verdict: "lock-lost", reason: "the lock's lease ran out while the run was stalled" });
+    expect(line).toMatch(/Next: rerun: it resumes from the journal, or exits 7 while another run holds the lock/);
+    expect(line).not.toMatch(/the run that took over finishes/);
   });
 
   it("docs/scheduling.md's table has every code of EXIT, and says 'yes' to retrying exactly the RESUMABLE ones", () => {

@@ -153,6 +153,43 @@ describe("RemoteEvaluator", () => {
     ).toBeInstanceOf(AuthenticationError);
   });
 
+  it("an address that is not the API (404 page or stock reply, 405, 501) fails at once, no retry, in one line naming --base-url", async () => {
+    const page =
+      (status: number): Step =>
+      (_req, res) => {
+        res.writeHead(status, { "content-type": "text/html" });
+        res.end(
+          `<!DOCTYPE HTML>\n<html>\n<head><title>Error response</title></head>\n<body>\n<h1>Error response</h1>\n<p>Error code: ${status}</p>\n<p>Message: Unsupported method ('POST').</p>\n${"<p>more</p>\n".repeat(50)}</body>\n</html>\n`,
+        );
+      };
+    for (const step of [
+      page(404),
+      page(501),
+      json(405, { message: "Method Not Allowed" }),
+      json(404, { detail: "Not Found" }),
+      json(404, { message: "Route POST:/v1/v1/systemone not found" }),
+    ]) {
+      run([step]);
+      const error = await remote()
+        .evaluator.evaluate(request)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(UpstreamUnavailableError);
+      expect((error as UpstreamUnavailableError).notTheApi).toBe(true);
+      const message = (error as Error).message;
+      expect(message).toMatch(/not a System One API; check --base-url/);
+      expect(message).not.toMatch(/\n/);
+      expect(message.length).toBeLessThan(300);
+      expect(seen).toHaveLength(1);
+    }
+    // The API's own 404 names what was not found (an unknown model): the request's failure, as before.
+    run([json(404, { detail: "model their-model not found" })]);
+    const own = await remote()
+      .evaluator.evaluate(request)
+      .catch((e: unknown) => e);
+    expect((own as { status: number }).status).toBe(404);
+    expect((own as UpstreamUnavailableError).notTheApi).toBeUndefined();
+  });
+
   it("refuses answers from responses that break the contract, and retries them", async () => {
     const missing = { ...valid, answers: { q: valid.answers["q"] } };
     const wrongType = { ...valid, answers: { ...valid.answers, q: { type: "score", score: 1 } } };

@@ -2,17 +2,23 @@
  * The S3 lock against a real S3-compatible server (s3rver) behind the proxy
  * that gives it conditional writes (or not), in process: clocks stepped and
  * frozen, holders alive and dead, runs started together, and a store without
- * conditional writes refused.
+ * conditional writes refused; and a stop while an S3 output is uploaded.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { LockLostError } from "../../src/api/verdict.js";
+import type { SystemOneRequest } from "../../src/api/schema.js";
+import { exitCodeOf, LockLostError } from "../../src/api/verdict.js";
+import { targetOf } from "../../src/runner/prepare.js";
+import { runLifecycle } from "../../src/runner/run.js";
 import { LockedError } from "../../src/runner/state/lock.js";
 import { acquireS3Lock, type LockClock } from "../../src/runner/state/s3-lock.js";
+import { plausibleAnswers } from "../support/answers.js";
 import { runInProcess } from "../support/cli.js";
+import { FakeEvaluator } from "../support/fake-evaluator.js";
+import { lifecycleRequest } from "../support/lifecycle.js";
 import { generatedModel, TINY } from "../support/models.js";
 import { startS3Store, type S3Store } from "../support/s3-proxy.js";
 
@@ -165,4 +171,103 @@ describe("the S3 lock", () => {
     await unsafe.release();
     expect(await lockText("plain/out.jsonl.journal")).toBeUndefined();
   }, 60_000);
+});
+
+/** A run's folder with `records` and a one-question job; the store's variables and a staging folder set, and the folder made the working directory (the journal's local copy goes there) until `restore`. */
+function runFolder(name: string, records: number) {
+  const cwd = join(dir, name);
+  mkdirSync(cwd, { recursive: true });
+  const input = join(cwd, "in.jsonl");
+  writeFileSync(input, Array.from({ length: records }, (_, i) => `${JSON.stringify({ id: `s${i}`, text: `record ${i}` })}\n`).join(""));
+  const job = join(cwd, "job.json");
+  writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
+  const staging = join(cwd, "staging");
+  const saved = { ...process.env };
+  const home = process.cwd();
+  Object.assign(process.env, store.env, { TYPED_EVAL_STAGING: staging });
+  process.chdir(cwd);
+  const restore = () => {
+    process.env = saved;
+    process.chdir(home);
+  };
+  return { cwd, input, job, staging, restore };
+}
+
+describe("a stop while an S3 output is uploaded", () => {
+  it("abandons the upload: stopped (143), nothing in S3, the staged file kept; the rerun uploads it asking nothing", async () => {
+    const { cwd, input, job, staging, restore } = runFolder("stop-upload", 20);
+    const get = async (key: string) => (await store.client.send(new GetObjectCommand({ Bucket: "locks", Key: key }))).Body?.transformToString() ?? "";
+    const evaluator = () =>
+      new FakeEvaluator((request: SystemOneRequest) => ({
+        response: { model: "fake-1.0.0", answers: plausibleAnswers(request.questions, 0.5), usage: { input_tokens: 3, output_tokens: 1 } },
+      }));
+    const output = "s3://locks/stop/out.jsonl";
+    try {
+      store.proxy.faults([{ method: "PUT", path: /^\/locks\/stop\/out\.jsonl(\?|$)/, delayMs: 2000 }]);
+      const stop = new AbortController();
+      // The stop comes 200 ms into the answers' upload, every record answered and journaled.
+      const target = (location: string) => {
+        const made = targetOf(location);
+        if (location !== output) return made;
+        return {
+          describe: made.describe,
+          open: () => {
+            const sink = made.open();
+            return { ...sink, commit: (signal?: AbortSignal) => (setTimeout(() => stop.abort(), 200), sink.commit(signal)) };
+          },
+        };
+      };
+      const first = evaluator();
+      const started = Date.now();
+      const end = await runLifecycle(
+        lifecycleRequest(input, job, output, first, { stop: stop.signal, graceMs: 30_000, target, places: { output, summaryJson: join(cwd, "s.json") } }),
+      );
+      expect(end.verdict).toBe("stopped");
+      expect(exitCodeOf(end)).toBe(143);
+      expect(Date.now() - started).toBeLessThan(1800);
+      expect(first.calls).toHaveLength(20);
+      expect(
+        readFileSync(join(staging, "locks", "stop", "out.jsonl"), "utf8")
+          .split("\n")
+          .filter(Boolean),
+      ).toHaveLength(20);
+      // Past the proxy's delay: the abandoned PUT never reached the store.
+      await new Promise((resolve) => setTimeout(resolve, 2100 - (Date.now() - started)));
+      await expect(get("stop/out.jsonl")).rejects.toThrow();
+      store.proxy.faults([]);
+      const rerun = evaluator();
+      expect((await runLifecycle(lifecycleRequest(input, job, output, rerun, { places: { output, summaryJson: join(cwd, "s.json") } }))).verdict).toBe("done");
+      expect(rerun.calls).toHaveLength(0);
+      // The done summary names the journal in S3, not the local copy deleted once S3 held it.
+      expect(JSON.parse(readFileSync(join(cwd, "s.json"), "utf8"))).toMatchObject({ verdict: "done", journal: expect.stringMatching(/^s3:\/\/locks\/stop\//) });
+      expect((await get("stop/out.jsonl")).split("\n").filter(Boolean)).toHaveLength(20);
+    } finally {
+      store.proxy.faults([]);
+      restore();
+    }
+  }, 30_000);
+});
+
+describe("an S3 setup mistake", () => {
+  it("a missing bucket: exit 2, its --summary-json says why, no usage summary staged or left behind", async () => {
+    const { cwd, input, job, staging, restore } = runFolder("no-bucket", 1);
+    try {
+      const output = "s3://no-such-bucket/out.jsonl";
+      const summaryJson = join(cwd, "s.json");
+      const end = await runLifecycle(
+        lifecycleRequest(
+          input,
+          job,
+          output,
+          new FakeEvaluator(() => ({ response: { model: "m", answers: {}, usage: { input_tokens: 1, output_tokens: 1 } } })),
+          { places: { output, summaryJson } },
+        ),
+      );
+      expect(exitCodeOf(end)).toBe(2);
+      expect(JSON.parse(readFileSync(summaryJson, "utf8"))).toMatchObject({ verdict: "bad-input" });
+      expect(existsSync(staging)).toBe(false);
+    } finally {
+      restore();
+    }
+  });
 });

@@ -111,6 +111,20 @@ describe("scheduler-grade runs", () => {
     expect([...received.values()].every((n) => n === 1)).toBe(true);
   }, 60_000);
 
+  it("SIGTERM while the CLI is still loading: stopped (143) with its line and --summary-json, not a silent death", async () => {
+    const data = input("early", 20);
+    const out = join(dir, "early.out.jsonl");
+    const summary = join(dir, "early.summary.json");
+    const run = start(["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--summary-json", summary]);
+    // Node is up and the bin's first lines ran; the CLI's imports take a second or more after that.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    run.child.kill("SIGTERM");
+    const ended = await run.exited;
+    expect(ended.code).toBe(143);
+    expect(ended.stderr).toMatch(/^typed-eval: stopped by SIGTERM/m);
+    expect(JSON.parse(readFileSync(summary, "utf8"))).toMatchObject({ verdict: "stopped" });
+  }, 60_000);
+
   it("SIGTERM with the last records in hand (the reading at its end, records queued): stopped, 143, never done with records missing", async () => {
     received.clear();
     delayMs = 100;

@@ -61,6 +61,7 @@ describe("stdout as an output", () => {
       await sink.commit();
     })().catch((error: unknown) => error);
     expect((failure as NodeJS.ErrnoException).code).toBe("ENOSPC");
+    expect(classify(failure, "write", { paid: true }).reason).toMatch(/no space left on the device holding stdout/);
   });
 
   it("into a pipe whose reader is gone (head -c 1): OutputClosedError, a stop with SIGPIPE's exit code", async () => {

@@ -7,10 +7,10 @@
  * Each asserts the verdict and its exit code, the summary, and a rerun with
  * exactly the current input's records.
  */
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { UnprocessableEntityError } from "../../src/api/errors.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { exitCodeOf, OutputClosedError, verdictLine } from "../../src/api/verdict.js";
@@ -19,9 +19,12 @@ import type { OutputTarget } from "../../src/runner/output/targets.js";
 import { targetOf } from "../../src/runner/prepare.js";
 import { runLifecycle } from "../../src/runner/run.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
+import { describe as describeUsage, type UsageSummary } from "../../src/records/usage.js";
+import { RemoteEvaluator } from "../../src/evaluator/remote.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 import { lifecycleRequest } from "../support/lifecycle.js";
+import { startUpstream } from "../support/upstream.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-truth-"));
 const _logger = createLogger({ level: "silent" });
@@ -76,6 +79,7 @@ const summaryOf = (output: string) =>
     requested_model?: string;
     answered_by?: Record<string, number>;
     set_aside?: { other_versions: number; not_in_input: number };
+    tokens: { input: number; output: number };
   };
 const asked = (evaluator: FakeEvaluator) => evaluator.calls.map((c) => String(c.request.state));
 
@@ -100,7 +104,42 @@ describe("outputs are the current input's records, each answered for its current
     expect(rows[0]).toMatchObject({ id: "r10", line: 1 });
     // The edited record and the appended ones were asked; nothing below the deletion was repaid.
     expect(asked(rerun).sort()).toEqual(["text 200", "text 201", "text 202", "text 203", "text 204", "text 60, edited"]);
-    expect(summaryOf(output).set_aside).toEqual({ other_versions: 1, not_in_input: 10 });
+    // Paid is paid: the 11 answers set aside (3 input tokens each) count in the totals with the 195 rows'.
+    expect(summaryOf(output).set_aside).toEqual({ other_versions: 1, not_in_input: 10, input_tokens: 33, output_tokens: 11 });
+    expect(summaryOf(output).tokens).toMatchObject({ input: 600 + 6 * 3, output: 200 + 6 });
+  });
+
+  it("kept fields edited in the input under the same job: the output holds the values as read now, nothing asked; a third run journals no keep entry", async () => {
+    const output = join(dir, "kept.out.jsonl");
+    const job = join(dir, "kept.job.json");
+    writeFileSync(job, JSON.stringify({ state: "text", id: "id", keep: ["meta"], questions: { ok: { type: "noul", instructions: "Is it fine?" } } }));
+    const input = join(dir, "kept.jsonl");
+    const write = (meta: string) =>
+      writeFileSync(
+        input,
+        records(10)
+          .map((r) => `${JSON.stringify({ ...r, meta })}\n`)
+          .join(""),
+      );
+    write("m1");
+    const first = await runLifecycle(request(input, job, output, echo()));
+    expect(first.verdict).toBe("done");
+    write("m2");
+    const rerun = echo();
+    expect((await runLifecycle(request(input, job, output, rerun))).verdict).toBe("done");
+    expect(rerun.calls).toHaveLength(0);
+    const kept = () =>
+      readFileSync(output, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { fields: { meta: string } }).fields.meta);
+    expect(kept()).toEqual(Array(10).fill("m2"));
+    const journal = first.paths?.journalPath ?? "";
+    const keeps = () => readFileSync(journal, "utf8").split('"k":"keep"').length - 1;
+    expect(keeps()).toBe(10);
+    expect((await runLifecycle(request(input, job, output, echo()))).verdict).toBe("done");
+    expect(keeps()).toBe(10);
+    expect(kept()).toEqual(Array(10).fill("m2"));
   });
 
   it("the job edited between runs (a question reworded), 10 records failing under it: those 10 are failures, exit 1, never the old answers", async () => {
@@ -151,6 +190,8 @@ describe("outputs are the current input's records, each answered for its current
     const rows = lines(output);
     expect(new Set(rows.map((r) => r.model))).toEqual(new Set(["up-1.0.0", "up-1.1.0"]));
     expect(summaryOf(output)).toMatchObject({ model: "default", answered_by: { "up-1.0.0": 25, "up-1.1.0": 15 } });
+    // The warning does not claim when: the change may have come between runs of the output.
+    expect(describeUsage(summaryOf(output) as unknown as UsageSummary)).toMatch(/model changed during this run or since an earlier run of this output/);
   });
 });
 
@@ -213,6 +254,9 @@ describe("every write checked", () => {
     expect(end).toMatchObject({ verdict: "stopped", signal: "SIGPIPE" });
     expect(exitCodeOf(end)).toBe(141);
     expect(verdictLine(end)).toMatch(/^typed-eval: stopped: the output was closed: .*EPIPE/);
+    // The reader may have had rows (`| head -1`): the line does not say none was written.
+    expect(verdictLine(end)).toMatch(/Whatever the reader took is not the whole output/);
+    expect(verdictLine(end)).not.toMatch(/No output was written/);
     const rerun = echo();
     expect((await runLifecycle(request(input, job, output, rerun))).verdict).toBe("done");
     expect(rerun.calls).toHaveLength(0);
@@ -259,6 +303,44 @@ describe("endings", () => {
     }
   });
 
+  it("a run that ends before paying (input deleted: 6; the journal of another input: 2) leaves the last good run's usage summary; --summary-json says why", async () => {
+    const output = join(dir, "unpaid.out.jsonl");
+    const input = writeInput("unpaid", records(12));
+    const job = writeJob("unpaid", "Is it fine?");
+    expect((await runLifecycle(request(input, job, output, echo()))).verdict).toBe("done");
+    const usage = readFileSync(`${output}.usage.json`, "utf8");
+    expect(JSON.parse(usage)).toMatchObject({ verdict: "done", records: { answered: 12 } });
+    const other = writeInput("unpaid-other", records(3));
+    const mismatch = await runLifecycle(request(other, job, output, echo()));
+    expect(exitCodeOf(mismatch)).toBe(2);
+    expect(readFileSync(`${output}.usage.json`, "utf8")).toBe(usage);
+    expect(summaryOf(output).verdict).toBe("bad-input");
+    rmSync(input);
+    const gone = await runLifecycle(request(input, job, output, echo()));
+    expect(exitCodeOf(gone)).toBe(6);
+    expect(readFileSync(`${output}.usage.json`, "utf8")).toBe(usage);
+    expect(summaryOf(output).verdict).toBe("no-input");
+  });
+
+  it("a wall clock stepped back an hour mid-run: the summary's seconds are elapsed time (monotonic), never negative", async () => {
+    const output = join(dir, "stepped.out.jsonl");
+    const input = writeInput("stepped", records(10));
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    try {
+      const evaluator = new FakeEvaluator(async (r, call) => {
+        if (call === 3) vi.setSystemTime(Date.now() - 3_600_000);
+        return { response: { model: "m-1.0.0", answers: plausibleAnswers(r.questions), usage: { input_tokens: 1, output_tokens: 1 } } };
+      });
+      expect((await runLifecycle(request(input, writeJob("stepped", "Is it fine?"), output, evaluator))).verdict).toBe("done");
+    } finally {
+      vi.useRealTimers();
+    }
+    const summary = JSON.parse(readFileSync(`${output}.summary.json`, "utf8")) as { seconds: number; this_run: { seconds: number } };
+    expect(summary.seconds).toBeGreaterThanOrEqual(0);
+    expect(summary.seconds).toBeLessThan(60);
+    expect(summary.this_run.seconds).toBeGreaterThanOrEqual(0);
+  });
+
   it("the closing line names the journal only when it holds finished records", async () => {
     const output = join(dir, "closing.out.jsonl");
     const input = writeInput("closing", records(20));
@@ -278,5 +360,34 @@ describe("endings", () => {
     const stopped = await runLifecycle(request(input, job, output, evaluator, { stop: later.signal }));
     expect(stopped.verdict).toBe("stopped");
     expect(verdictLine(stopped)).toMatch(/Finished records are kept in .*closing\.out\.jsonl\.journal/);
+  });
+});
+
+describe("an address that is not the API", () => {
+  it.each([
+    ["a 404 page (a --base-url ending in /v1)", 404],
+    ["a 501 page (a static file server)", 501],
+  ])("%s: exit 2 naming --base-url at the first answers, not 20 paid attempts; one short line", async (_name, status) => {
+    let requests = 0;
+    const upstream = await startUpstream((_req, res) => {
+      requests++;
+      res.writeHead(status, { "content-type": "text/html" });
+      res.end(`<!DOCTYPE HTML>\n<html><body>\n<h1>Error response</h1>\n<p>Error code: ${status}</p>\n${"<p>explanation</p>\n".repeat(20)}</body></html>\n`);
+    });
+    try {
+      const output = join(dir, `notapi${status}.out.jsonl`);
+      const remote = new RemoteEvaluator({ baseUrl: `${upstream.url}/v1`, timeoutMs: 2000, retry: { maxRetries: 0 } });
+      const end = await runLifecycle(
+        request(writeInput(`notapi${status}`, records(40)), writeJob(`notapi${status}`, "Is it fine?"), output, remote, { maxRetries: 3 }),
+      );
+      expect(end.verdict).toBe("bad-input");
+      expect(exitCodeOf(end)).toBe(2);
+      expect(end.reason).toMatch(/not a System One API; check --base-url/);
+      expect(verdictLine(end).trim().split("\n")).toHaveLength(2);
+      // About the first answers of those sent at once (concurrency 4), none retried: not 20 records with their retries.
+      expect(requests).toBeLessThanOrEqual(8);
+    } finally {
+      await upstream.close();
+    }
   });
 });

@@ -141,10 +141,11 @@ export async function writeOutputs(
     }
     await writing.rows.end();
     await writing.reviewRows?.end();
-    stop?.throwIfAborted();
-    await writing.answers.commit();
-    await writing.errors.commit();
-    await writing.review?.commit();
+    // No output is made final after a stop: an upload under way is abandoned, the ones after it not begun.
+    for (const sink of [writing.answers, writing.errors, writing.review]) {
+      stop?.throwIfAborted();
+      await sink?.commit(stop);
+    }
   } catch (error) {
     await Promise.allSettled([writing.answers.abort(), writing.errors.abort(), writing.review?.abort()]);
     throw error;

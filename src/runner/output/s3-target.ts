@@ -4,16 +4,20 @@
  * 5 MiB parts, parts discarded on error) with the storage retries. An upload
  * that still fails keeps the assembled file and says where: nothing the model
  * answered is lost, and the rerun writes and uploads it from the journal
- * without asking the model again.
+ * without asking the model again. A stop during the upload abandons it
+ * (nothing made final after a stop), keeping the staged file.
  */
-import { createReadStream, mkdirSync, rmSync } from "node:fs";
+import { createReadStream, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { env } from "../../api/env.js";
-import type { S3Client } from "@aws-sdk/client-s3";
+import { PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { s3Client, s3Object, storageCall } from "../../records/s3.js";
 import { StorageError } from "../../api/verdict.js";
 import { partialFile, type OutputTarget } from "./targets.js";
+
+/** Multipart upload's part size; a smaller output goes up in one PUT. */
+const PART_BYTES = 5 * 1024 * 1024;
 
 /** Where S3 outputs are assembled before their upload ($TYPED_EVAL_STAGING, default .typed-eval/outputs). */
 function stagingDir(): string {
@@ -28,20 +32,33 @@ export function s3Target(location: string, client: S3Client = s3Client()): Outpu
     open: () => {
       const staged = join(stagingDir(), bucket, key);
       mkdirSync(dirname(staged), { recursive: true });
-      const upload = (signal: AbortSignal | undefined) => {
+      const send = (cut: AbortSignal): Promise<unknown> => {
+        // One PUT, sent here rather than by Upload: Upload cannot cut its single request short, and a stop must.
+        if (statSync(staged).size < PART_BYTES)
+          return client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: readFileSync(staged) }), { abortSignal: cut });
         const parts = new Upload({
           client,
           params: { Bucket: bucket, Key: key, Body: createReadStream(staged) },
           leavePartsOnError: false,
-          partSize: 5 * 1024 * 1024,
+          partSize: PART_BYTES,
         });
-        // Cut short when the run's ending budget runs out: the parts are discarded, the staged file kept.
-        signal?.addEventListener("abort", () => void parts.abort().catch(() => undefined), { once: true });
+        cut.addEventListener("abort", () => void parts.abort().catch(() => undefined), { once: true });
         return parts.done();
       };
-      return partialFile(staged, async () => {
+      // Cut short when the run's ending budget runs out, or by a stop: the parts are discarded, the staged file kept.
+      const upload = async (signal: AbortSignal | undefined, stop: AbortSignal | undefined) => {
+        const stopped = () => new StorageError(`uploading to ${location}: the run was stopped before the upload finished`, location);
+        if (stop?.aborted) throw stopped();
         try {
-          await storageCall("uploading to", location, upload);
+          return await send(AbortSignal.any([signal, stop].filter((one): one is AbortSignal => one !== undefined)));
+        } catch (error) {
+          if (stop?.aborted) throw stopped();
+          throw error;
+        }
+      };
+      return partialFile(staged, async (stop) => {
+        try {
+          await storageCall("uploading to", location, (signal) => upload(signal, stop));
         } catch (error) {
           const why = error instanceof StorageError ? error.message : `uploading to ${location}: ${(error as Error).message}`;
           throw new StorageError(`${why}; the output is kept at ${staged}, and rerunning the same command uploads it`, location, { cause: error });

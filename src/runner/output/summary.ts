@@ -31,8 +31,8 @@ export interface SummaryBase {
   output: string;
   /** Earlier runs of this output, from the journal. */
   runs: readonly Omit<RunEntry, "k" | "started">[];
-  /** Journal entries no record of this input asks for now, set aside (never written). */
-  setAside?: { otherVersions: number; notInInput: number } | undefined;
+  /** Journal entries no record of this input asks for now, set aside (never written), and their answers' tokens. */
+  setAside?: { otherVersions: number; notInInput: number; inputTokens: number; outputTokens: number } | undefined;
   thisRun: ThisRun;
 }
 
@@ -58,7 +58,14 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   summary.records.read = stats.read;
   summary.records.resumed = stats.resumed;
   summary.records.other_shards = stats.otherShards;
-  if (base.setAside) summary.set_aside = { other_versions: base.setAside.otherVersions, not_in_input: base.setAside.notInInput };
+  const aside = base.setAside;
+  if (aside)
+    summary.set_aside = {
+      other_versions: aside.otherVersions,
+      not_in_input: aside.notInInput,
+      input_tokens: aside.inputTokens,
+      output_tokens: aside.outputTokens,
+    };
   summary.this_run = thisRunOf(base);
   addRuns(summary, base);
   if (outputs) addOutputs(summary, outputs);
@@ -66,6 +73,11 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
     summary.records.answered = stats.answered + stats.resumed;
     summary.records.failed = stats.failed;
     summary.tokens.input = stats.inputTokens;
+  }
+  // Paid is paid: the answers set aside (their records edited, or gone from the input) were paid for too.
+  if (outputs && aside) {
+    summary.tokens.input += aside.inputTokens;
+    summary.tokens.output += aside.outputTokens;
   }
   return finish(summary);
 }

@@ -15,7 +15,8 @@ import { OutputClosedError } from "../../api/verdict.js";
 /** An output being written: chunks in (each awaited), then `commit` makes it final or `abort` discards it. */
 export interface Sink {
   write(chunk: string | Uint8Array): Promise<void>;
-  commit(): Promise<void>;
+  /** Makes the output final; a `stop` during a commit that takes time (an upload) ends it with nothing made final. */
+  commit(stop?: AbortSignal): Promise<void>;
   abort(): Promise<void>;
 }
 
@@ -28,8 +29,8 @@ export interface OutputTarget {
 /** Bytes gathered before a write to the file: few system calls, and the event loop gets a turn between them. */
 const FLUSH_BYTES = 1 << 16;
 
-/** A file written as `<path>.partial` and renamed over `path` once complete and on disk; `onCommitted` runs after the rename. */
-export function partialFile(path: string, onCommitted?: () => Promise<void>): Sink {
+/** A file written as `<path>.partial` and renamed over `path` once complete and on disk; `onCommitted` runs after the rename, with the commit's stop. */
+export function partialFile(path: string, onCommitted?: (stop: AbortSignal | undefined) => Promise<void>): Sink {
   const partial = `${path}.partial`;
   const fd = openSync(partial, "w");
   let pending: Buffer[] = [];
@@ -59,7 +60,7 @@ export function partialFile(path: string, onCommitted?: () => Promise<void>): Si
       // A turn for timers and signals: a stop during a long write is seen.
       await new Promise<void>((resolve) => setImmediate(resolve));
     },
-    commit: async () => {
+    commit: async (stop) => {
       if (pendingBytes > 0) flush();
       fsyncSync(fd);
       const size = fstatSync(fd).size;
@@ -67,7 +68,7 @@ export function partialFile(path: string, onCommitted?: () => Promise<void>): Si
       if (size !== written) throw Object.assign(new Error(`${partial} holds ${size} bytes, not the ${written} written`), { code: "EIO", path: partial });
       renameSync(partial, path);
       syncFolder(path);
-      await onCommitted?.();
+      await onCommitted?.(stop);
     },
     abort: async () => {
       try {
@@ -142,6 +143,8 @@ function detach(out: NodeJS.WriteStream, onError: (error: Error) => void): void 
 function closedOrError(error: Error): Error {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === "EPIPE" || code === "ERR_STREAM_DESTROYED") return new OutputClosedError("whoever read the output closed it (EPIPE)", { cause: error });
+  // A write to stdout names no path: the message says which output it was (`-o - > /dev/full`).
+  if ((error as NodeJS.ErrnoException).path === undefined) Object.assign(error, { path: "stdout" });
   return error;
 }
 

@@ -17,7 +17,7 @@ import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
 import type { EvaluatorRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
-import { EndpointAbort, VerdictError } from "../../api/verdict.js";
+import { EndpointAbort, EndpointMismatch, VerdictError } from "../../api/verdict.js";
 import type { RunLimiter } from "./limiter.js";
 import type { AttemptOutcome } from "./pacing.js";
 
@@ -112,6 +112,8 @@ export class Sender {
     if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
       throw new EndpointAbort(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
     }
+    // An address that is not the API fails every record alike: stop at the first answer, naming --base-url.
+    if (error instanceof UpstreamUnavailableError && error.notTheApi) throw new EndpointMismatch(error.message);
     limiter.observe(outcomeOf(error));
     if (error instanceof RateLimitError) this.counts.rateLimited++;
     else if (error instanceof OverloadedError) this.counts.overloaded++;

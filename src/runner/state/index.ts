@@ -10,8 +10,9 @@
  * 64-bit key (32 bits of the id's hash and 32 of the request hash; the
  * request hash's 64 for a job without ids) in an
  * open-addressing table of typed arrays: the key, where its entry lies in
- * the journal (the answer, else the latest error) and a few flags: 25 bytes
- * a key at most (17 in the entries, 4 or 8 in the table).
+ * the journal (the answer, else the latest error), a hash of its kept
+ * values, the answer's tokens (paid, whether or not it is written) and a few
+ * flags: 37 bytes a key at most (29 in the entries, 4 or 8 in the table).
  */
 import { mixedHash } from "../input/requests.js";
 
@@ -23,8 +24,6 @@ const SENT = 2;
 const FAILED_NOW = 4;
 /** A record of this run's input has the key. */
 const SEEN = 8;
-/** The answer's kept fields are not the ones the current job keeps. */
-const STALE_KEEP = 16;
 /** The key's entry has been written to the outputs already (a later record with the key is a copy). */
 const WRITTEN = 32;
 
@@ -46,6 +45,11 @@ export class JournalIndex {
   private lo = new Uint32Array(1024);
   private at = new Float64Array(1024);
   private flags = new Uint8Array(1024);
+  /** A hash of the kept fields' names and values journaled for the key's answer (`keptHash`). */
+  private kept = new Uint32Array(1024);
+  /** The tokens the key's answer was paid for (a copy's are 0). */
+  private tokensIn = new Uint32Array(1024);
+  private tokensOut = new Uint32Array(1024);
   /** Keep entries journaled for a key after its answer (the job's kept fields changed): key -> the latest one's offset. */
   readonly rekept = new Map<number, number>();
   /** Keys held. */
@@ -79,6 +83,9 @@ export class JournalIndex {
       this.lo = grown(this.lo, n, (m) => new Uint32Array(m));
       this.at = grown(this.at, n, (m) => new Float64Array(m));
       this.flags = grown(this.flags, n, (m) => new Uint8Array(m));
+      this.kept = grown(this.kept, n, (m) => new Uint32Array(m));
+      this.tokensIn = grown(this.tokensIn, n, (m) => new Uint32Array(m));
+      this.tokensOut = grown(this.tokensOut, n, (m) => new Uint32Array(m));
     }
     this.hi[key] = hi;
     this.lo[key] = lo;
@@ -100,12 +107,14 @@ export class JournalIndex {
     this.slots = slots;
   }
 
-  /** An answer for `key` lies at `offset`: it replaces an error, and a copy never replaces a sent answer. */
-  answered(key: number, offset: number, copy: boolean): void {
+  /** An answer for `key` lies at `offset` (paid for `usage`): it replaces an error, and a copy never replaces a sent answer. */
+  answered(key: number, offset: number, copy: boolean, usage?: { input_tokens: number; output_tokens: number }): void {
     const flags = this.flags[key] as number;
     if (copy && flags & SENT) return;
     this.flags[key] = flags | ANSWERED | (copy ? 0 : SENT);
     this.at[key] = offset;
+    this.tokensIn[key] = usage?.input_tokens ?? 0;
+    this.tokensOut[key] = usage?.output_tokens ?? 0;
   }
 
   /** An error for `key` lies at `offset` (`now`: journaled by this run); an answer is never replaced by an error. */
@@ -132,15 +141,14 @@ export class JournalIndex {
     return (flags & SEEN) === 0;
   }
 
-  /** Marks whether the answer's kept fields are stale (the job keeps other fields now). */
-  markKeep(key: number, stale: boolean): void {
-    const flags = this.flags[key] as number;
-    this.flags[key] = stale ? flags | STALE_KEEP : flags & ~STALE_KEEP;
+  /** Notes the kept fields journaled for `key`'s answer (their `keptHash`). */
+  markKeep(key: number, hash: number): void {
+    this.kept[key] = hash;
   }
 
-  /** Whether the kept fields of `key`'s answer must be read again from the input. */
-  staleKeep(key: number): boolean {
-    return ((this.flags[key] as number) & STALE_KEEP) !== 0;
+  /** Whether the kept fields of `key`'s answer differ from the record's as read now (other fields, or edited values): they are journaled anew. */
+  staleKeep(key: number, hash: number): boolean {
+    return this.kept[key] !== hash;
   }
 
   /** Where `key`'s entry (its answer, else its latest error) lies in the journal; -1 for none. */
@@ -164,11 +172,19 @@ export class JournalIndex {
    * The journal's keys no record of this run's input has: entries of another
    * version of a record that is still there (its request changed: the job or
    * the record was edited), and entries of records no longer in the input.
-   * Both are set aside, never written.
+   * Both are set aside, never written; the tokens their answers were paid
+   * for are counted (paid is paid).
    */
-  setAside(): { otherVersions: number; notInInput: number } {
+  setAside(): { otherVersions: number; notInInput: number; inputTokens: number; outputTokens: number } {
+    let inputTokens = 0;
+    let outputTokens = 0;
+    for (let key = 0; key < this.size; key++) {
+      if ((this.flags[key] as number) & SEEN) continue;
+      inputTokens += this.tokensIn[key] as number;
+      outputTokens += this.tokensOut[key] as number;
+    }
     const unseen = this.count((flags) => !(flags & SEEN));
-    if (!this.byId || unseen === 0) return { otherVersions: 0, notInInput: unseen };
+    if (!this.byId || unseen === 0) return { otherVersions: 0, notInInput: unseen, inputTokens, outputTokens };
     const ids = new Uint32Array(this.count((flags) => (flags & SEEN) !== 0));
     let n = 0;
     for (let key = 0; key < this.size; key++) if ((this.flags[key] as number) & SEEN) ids[n++] = this.hi[key] as number;
@@ -180,7 +196,7 @@ export class JournalIndex {
       if (contains(ids, this.hi[key] as number)) otherVersions++;
       else notInInput++;
     }
-    return { otherVersions, notInInput };
+    return { otherVersions, notInInput, inputTokens, outputTokens };
   }
 
   private count(test: (flags: number) => boolean): number {
@@ -188,6 +204,11 @@ export class JournalIndex {
     for (let key = 0; key < this.size; key++) if (test(this.flags[key] as number)) n++;
     return n;
   }
+}
+
+/** A 32-bit hash of kept fields, names and values: the request hash does not cover them, so an edit to one is found by this. */
+export function keptHash(keep: Record<string, unknown> | undefined): number {
+  return mixedHash(JSON.stringify(keep ?? {}));
 }
 
 /** Binary search in a sorted array. */

@@ -8,7 +8,7 @@
 import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import type { Answer, Usage } from "../../api/schema.js";
 import { InvocationError } from "../../api/errors.js";
-import { JournalIndex } from "./index.js";
+import { JournalIndex, keptHash } from "./index.js";
 
 export interface AnswerEntry {
   k: "answer";
@@ -66,8 +66,9 @@ export interface RunEntry {
 
 /**
  * Kept fields re-read from the input for a record answered by an earlier run
- * whose job kept other fields: the output holds what the current job keeps,
- * without asking the model again.
+ * whose job kept other fields, or whose kept values were edited since (they
+ * are not part of the request): the output holds the kept values of the
+ * input as read now, without asking the model again.
  */
 export interface KeepEntry {
   k: "keep";
@@ -102,8 +103,6 @@ export interface OpenedJournal {
 export interface JournalOptions {
   /** The input the journal belongs to (another is refused). */
   input?: string | undefined;
-  /** The fields the current job keeps: answers journaled with others are marked so the run journals them anew. */
-  keep?: readonly string[] | undefined;
   /** Whether the job's records have ids (see `JournalIndex`). */
   byId?: boolean | undefined;
 }
@@ -120,13 +119,13 @@ export class Journal {
    * Opens (or creates) a journal, dropping a half-written last line left by a
    * crash, and indexes what earlier runs finished by record and request
    * (`JournalIndex`). `input` binds the journal to one input (another is
-   * refused). Answers journaled while the job kept other fields are marked
-   * stale in the index, so the run journals their kept fields anew.
+   * refused). The index holds a hash of each answer's kept fields, so a run
+   * whose job keeps other fields, or whose input's kept values were edited,
+   * journals them anew (`JournalIndex.staleKeep`).
    */
   static async open(path: string, options: JournalOptions = {}): Promise<OpenedJournal> {
     const { input } = options;
     const index = new JournalIndex(options.byId ?? true);
-    const wanted = JSON.stringify(options.keep ?? []);
     const runs: RunEntry[] = [];
     let belongs: string | undefined;
     let records = 0;
@@ -136,7 +135,7 @@ export class Journal {
         if (entry.k === "answer" || entry.k === "error") records++;
         if (entry.k === "run") runs.push(entry);
         else if (entry.k === "input") belongs ??= entry.input;
-        else indexEntry(index, entry, offset, wanted, false);
+        else indexEntry(index, entry, offset, false);
       }
     }
     if (input !== undefined && belongs !== undefined && belongs !== input && records === 0) {
@@ -182,19 +181,19 @@ export class Journal {
 }
 
 /** Notes a journaled record's entry in the index (`now`: written by this run). */
-export function indexEntry(index: JournalIndex, entry: AnswerEntry | ErrorEntry | KeepEntry, offset: number, keptFields: string, now: boolean): void {
+export function indexEntry(index: JournalIndex, entry: AnswerEntry | ErrorEntry | KeepEntry, offset: number, now: boolean): void {
   if (entry.k === "keep") {
     // Kept fields journaled again for an answered record; journals before keys carried only the record's position.
     if (entry.id === undefined || entry.h === undefined) return;
     const key = index.key(entry.id, entry.h);
     index.rekept.set(key, offset);
-    index.markKeep(key, JSON.stringify(Object.keys(entry.keep)) !== keptFields);
+    index.markKeep(key, keptHash(entry.keep));
     return;
   }
   const key = index.key(entry.id, entry.h);
   if (entry.k === "error") return index.failed(key, offset, now);
-  index.answered(key, offset, entry.dedup_of !== undefined);
-  index.markKeep(key, JSON.stringify(Object.keys(entry.keep ?? {})) !== keptFields);
+  index.answered(key, offset, entry.dedup_of !== undefined, entry.usage);
+  index.markKeep(key, keptHash(entry.keep));
 }
 
 /** Truncates a journal after its last complete line (a crash can leave half a line). */

@@ -12,7 +12,7 @@ export const SPEND_INTERVAL_MS = 2000;
 
 export class SpendingJournal {
   readonly intervalMs = SPEND_INTERVAL_MS;
-  /** What was journaled so far (the counts at the last entry). */
+  /** What was journaled so far (the counts at the last entry, and its time on the monotonic clock). */
   private readonly spent: SendCounts & { at: number };
 
   constructor(
@@ -20,14 +20,15 @@ export class SpendingJournal {
     private readonly sent: SendCounts,
     private readonly started: number,
   ) {
-    this.spent = { at: started, requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+    // Elapsed time on the monotonic clock: a wall clock stepped back never makes a run's seconds negative.
+    this.spent = { at: performance.now(), requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
   }
 
   /** Journals what was spent since the last entry (when anything was, or always when `final`); a journal that fails throws. */
   record(final: boolean): void {
     const { sent, spent } = this;
     if (!final && sent.requests === spent.requests) return;
-    const now = Date.now();
+    const now = performance.now();
     this.journal.append({
       k: "run",
       started: new Date(this.started).toISOString(),
