@@ -59,6 +59,9 @@ export interface S3LockOptions {
   onNote?: (message: string) => void;
 }
 
+/** How long a release waits for a renewal under way before it reads the lock. */
+const RELEASE_WAIT_MS = 5_000;
+
 /** How long the store is given to settle before an unsafe lock's write is read back. */
 const READ_BACK_MS = 300;
 
@@ -296,6 +299,8 @@ class HeldS3Lock implements Lock {
   /** The last renewal failure, while renewals fail: a lease that lapses meanwhile lapsed for the store's sake. */
   private trouble: unknown;
   private renewing = false;
+  /** The renewal the timer started last: a release waits for it, or its write would change the ETag under the release's delete. */
+  private pending: Promise<void> | undefined;
   private readonly beat: NodeJS.Timeout;
   private readonly timing: Timing;
   private readonly clock: LockClock;
@@ -309,7 +314,7 @@ class HeldS3Lock implements Lock {
   ) {
     this.path = store.path;
     ({ timing: this.timing, clock: this.clock, conditional: this.conditional, renewedAt: this.renewedAt } = settings);
-    this.beat = setInterval(() => void this.renew(), this.timing.heartbeatMs);
+    this.beat = setInterval(() => void (this.pending = this.renew()), this.timing.heartbeatMs);
     this.beat.unref();
   }
 
@@ -371,6 +376,10 @@ class HeldS3Lock implements Lock {
   /** Removes the lock if it is still ours, one attempt: a lock left behind goes stale by itself, and a rerun on this host takes it over at once. */
   async release(): Promise<void> {
     clearInterval(this.beat);
+    // Bounded: a renewal stuck on a slow store leaves the lock to go stale, as a failed release does.
+    const waited = new AbortController();
+    await Promise.race([this.pending, sleep(RELEASE_WAIT_MS, waited.signal).catch(() => undefined)]);
+    waited.abort();
     if (this.lost) return;
     try {
       await storageCall(
