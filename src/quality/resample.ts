@@ -8,26 +8,11 @@
  *
  * Pure functions, no I/O.
  */
-
-/** murmur3's 32-bit finaliser: a bijection whose every input bit moves every output bit. */
-function fmix32(x: number): number {
-  let h = x >>> 0;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
+import { fmix32, fnv1a } from "../records/hash.js";
 
 /** One 32-bit hash of a string's UTF-16 code units, from `seed` (FNV-1a steps, then the finaliser). */
 function hashString(text: string, seed: number): number {
-  let h = (0x811c9dc5 ^ seed) >>> 0;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return fmix32(h ^ text.length);
+  return fmix32(fnv1a(text, seed) ^ text.length);
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The delimited writer (CSV, TSV) against csv-stringify as the oracle: the
+ * The delimited writer (comma- and tab-separated) against csv-stringify as the oracle: the
  * hand-written writer exists for speed only (bench/RESULTS.md), so its bytes
  * must be csv-stringify's for every kind of cell, delimiters included.
  */
@@ -69,8 +69,8 @@ function oracle(delimiter: string, data: unknown[][], names: string[]): string {
 
 describe("the delimited writer", () => {
   for (const [name, delimiter] of [
-    ["CSV", ","],
-    ["TSV", "\t"],
+    ["comma-separated", ","],
+    ["tab-separated", "\t"],
   ] as const) {
     it(`writes ${name} byte for byte as csv-stringify does, header included`, () => {
       const names = ["id", "a, b", 'say "hi"'];

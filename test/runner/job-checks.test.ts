@@ -74,11 +74,14 @@ describe("--context-size, checked before the first request", () => {
     );
     const early = ["a", "b", long, "c"];
     const out = join(dir, "early.out.jsonl");
-    const r = await run(["run", input("early", early), "--job", job("early"), "-o", out, "--context-size", "1024"]);
+    const sj = join(dir, "early.summary.json");
+    const r = await run(["run", input("early", early), "--job", job("early"), "-o", out, "--context-size", "1024", "--summary-json", sj]);
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toMatch(/the record on line 3 \(of the first 4\) needs (\d+) with its longest question: pass --context-size (\d+) or more/);
-    const summary = JSON.parse(readFileSync(`${out}.usage.json`, "utf8")) as { requests: { sent: number } };
+    // A run that ends before paying writes only the scheduler's summary (the output's usage file belongs to an output).
+    const summary = JSON.parse(readFileSync(sj, "utf8")) as { requests: { sent: number } };
     expect(summary.requests.sent).toBe(0);
+    expect(existsSync(`${out}.usage.json`)).toBe(false);
     // The size it names does take that record.
     const needed = /pass --context-size (\d+) or more/.exec(r.stderr)?.[1] as string;
     const again = await run(["run", input("early", early), "--job", job("early"), "-o", out, "--context-size", needed]);

@@ -20,7 +20,7 @@ import { UnprocessableEntityError, UpstreamError, UpstreamUnavailableError } fro
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { exitCodeOf } from "../../src/api/verdict.js";
 import { createLogger } from "../../src/logging/logger.js";
-import { fnv1a } from "../../src/runner/input/requests.js";
+import { fnv1a } from "../../src/records/hash.js";
 import { runLifecycle } from "../../src/runner/run.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";

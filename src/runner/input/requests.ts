@@ -7,6 +7,7 @@ import { validateEvaluatorRequest } from "../../api/validate.js";
 import type { Job } from "../../records/job.js";
 import { formatBytes } from "../../records/text.js";
 import { valueAt, type SourceItem } from "../../records/source.js";
+import { fnv1a, mixedHash } from "../../records/hash.js";
 
 /** The dotted paths a job reads from each record (state, id, kept fields); undefined when the whole record is the state. */
 export function fieldsRead(job: Pick<Job, "state" | "id" | "keep">): string[] | undefined {
@@ -66,16 +67,6 @@ export function inShard(shard: Shard | undefined, key: string): boolean {
   return fnv1a(key) % shard.count === shard.index - 1;
 }
 
-/** FNV-1a of a string's UTF-16 code units, as an unsigned 32-bit integer. */
-export function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h;
-}
-
 /** What one input item becomes: left to another shard, unusable (with the error row's fields), or a request. */
 export type Prepared =
   | { kind: "other-shard" }
@@ -117,15 +108,4 @@ export function prepareItem(job: Job, item: SourceItem, shard: Shard | undefined
 /** FNV-1a of a string to [0, 1): the audit sample depends only on the seed and the record, never on order or resumption. */
 export function unitHash(text: string): number {
   return mixedHash(text) / 4294967296;
-}
-
-/** FNV-1a of a string with one more avalanche round (FNV's low bits mix poorly for short, similar keys), unsigned 32-bit. */
-export function mixedHash(text: string): number {
-  let h = fnv1a(text);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }

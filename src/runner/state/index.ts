@@ -14,7 +14,7 @@
  * values, the answer's tokens (paid, whether or not it is written) and a few
  * flags: 37 bytes a key at most (29 in the entries, 4 or 8 in the table).
  */
-import { mixedHash } from "../input/requests.js";
+import { mixedHash } from "../../records/hash.js";
 
 /** An answer for the key is in the journal. */
 const ANSWERED = 1;
