@@ -10,9 +10,15 @@ import { join, resolve } from "node:path";
 /** The package's jobs folder: the same from src/records and dist/records. */
 const JOBS = resolve(import.meta.dirname, "../../jobs");
 
-/** The bundled jobs' names (their file names without `.json`). */
+/** The bundled jobs' names (their file names without `.json`); none when the folder cannot be read (it only feeds help texts and hints). */
 export function bundledJobs(): string[] {
-  return readdirSync(JOBS)
+  let files: string[];
+  try {
+    files = readdirSync(JOBS);
+  } catch {
+    return [];
+  }
+  return files
     .filter((f) => f.endsWith(".json"))
     .map((f) => f.slice(0, -".json".length))
     .sort();

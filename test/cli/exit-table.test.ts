@@ -136,8 +136,8 @@ function folder(): string {
   return out;
 }
 
-async function run(argv: string[]) {
-  return runInProcess(argv, env, { cwd: dir });
+async function run(argv: string[], around?: <T>(work: () => Promise<T>) => Promise<T>) {
+  return runInProcess(argv, env, around ? { cwd: dir, around } : { cwd: dir });
 }
 
 /** Every file under `root`, as relative paths. */
@@ -224,7 +224,7 @@ describe("one table of exit codes for every command", () => {
           const out = folder();
           const argv = line(c, c.good(), out);
           argv[argv.indexOf(join(out, file))] = place;
-          const r = what === "a read-only folder" ? await unprivileged(() => run(argv)) : await run(argv);
+          const r = what === "a read-only folder" ? await run(argv, unprivileged) : await run(argv);
           const label = `${c.name} ${flag} to ${what}`;
           expect(r.code, `${label}\n${r.stderr}`).toBe(2);
           expect(r.stderr, label).toMatch(new RegExp(`cannot write ${flag.replace("-o", "--output")} `));

@@ -27,7 +27,11 @@ export interface CliResult {
  * is tested. What it cannot see: the logger's lines (pino writes to fd 2
  * itself), stdin, signals and the exit of a real process.
  */
-export async function runInProcess(argv: string[], env: Record<string, string | undefined> = {}, options: { cwd?: string } = {}): Promise<CliResult> {
+export async function runInProcess(
+  argv: string[],
+  env: Record<string, string | undefined> = {},
+  options: { cwd?: string; around?: <T>(work: () => Promise<T>) => Promise<T> } = {},
+): Promise<CliResult> {
   const { typedEval } = await import("../../src/cli/main.js");
   const { endingOf } = await import("../../src/cli/boundary.js");
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
@@ -57,7 +61,8 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
   if (options.cwd !== undefined) process.chdir(options.cwd);
   let code: number;
   try {
-    await typedEval(argv);
+    // `around` wraps the command alone (a permission case runs it as another user), not the directory changes.
+    await (options.around ? options.around(() => typedEval(argv)) : typedEval(argv));
     code = Number(process.exitCode ?? 0);
   } catch (error) {
     const ending = endingOf(error);
@@ -68,7 +73,6 @@ export async function runInProcess(argv: string[], env: Record<string, string | 
     process.stdout.write = writes.stdout;
     process.stderr.write = writes.stderr;
     setEnv(saved);
-    // Only when it was changed: a test running as another user (the permission cases) may not enter the checkout again.
     if (options.cwd !== undefined) process.chdir(cwd);
     process.exitCode = undefined;
   }
