@@ -44,6 +44,12 @@ export interface Engine {
    * next-token distributions.
    */
   score(prefix: readonly Token[], tasks: readonly ScoreTask[], options?: ScoreOptions): Promise<number[][]>;
+  /**
+   * At least as many UTF-8 bytes as any one token stands for (undefined:
+   * unknown), so a text's byte length over it bounds its token count from
+   * below without tokenizing it.
+   */
+  maxTokenBytes?(): number | undefined;
   stats(): EngineStats;
   close(): Promise<void>;
 }

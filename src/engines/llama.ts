@@ -304,6 +304,8 @@ export class LlamaEngine implements Engine {
   /** Each sequence's prefix from its last completed request; absent when it holds nothing reusable. */
   private readonly held = new Map<LlamaContextSequence, Held>();
   private evaluated = 0;
+  /** `maxTokenBytes`, once read (null: not yet). */
+  private longestToken: number | undefined | null = null;
 
   private constructor(
     private readonly llama: Llama,
@@ -370,6 +372,23 @@ export class LlamaEngine implements Engine {
   get chatTemplate(): string | undefined {
     const template = this.model.fileInfo.metadata.tokenizer?.chat_template;
     return typeof template === "string" ? template : undefined;
+  }
+
+  /**
+   * The longest token's text as the GGUF stores it, in UTF-8 bytes: never
+   * fewer than the bytes the token stands for (a byte-level BPE stores each
+   * byte as one character, SentencePiece a space as three bytes, byte
+   * fallback one byte as six). Read once, on first use (about 10 ms for a
+   * 150,000-token vocabulary).
+   */
+  maxTokenBytes(): number | undefined {
+    if (this.longestToken === null) {
+      const tokens = (this.model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
+      let most = 0;
+      if (Array.isArray(tokens)) for (const token of tokens) if (typeof token === "string") most = Math.max(most, Buffer.byteLength(token));
+      this.longestToken = most > 0 ? most : undefined;
+    }
+    return this.longestToken;
   }
 
   tokenize(text: string, special: boolean): Token[] {

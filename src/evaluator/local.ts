@@ -40,6 +40,9 @@ export interface PreparedRequest {
 
 const thousands = (n: number) => n.toLocaleString("en-US");
 
+/** A state over this many bytes is checked against the window before it is tokenized (a MiB takes about 1.5 s on 2 cores). */
+const LARGE_STATE_BYTES = 256 * 1024;
+
 export class LocalEvaluator implements Evaluator {
   private readonly terminator: Token[];
   /** The system text's tokens per text (one per set of types asked: a job has one), so each is tokenized once. */
@@ -140,7 +143,9 @@ export class LocalEvaluator implements Evaluator {
   /** Tokenizes a request and checks it against the token limits; no model evaluation. */
   prepare(request: EvaluatorRequest): PreparedRequest {
     const head = this.head(request.questions);
-    const prefix = [...head, ...this.tokens(renderState(request.state))];
+    const state = renderState(request.state);
+    this.refuseBeyondWindow(state);
+    const prefix = [...head, ...this.tokens(state)];
     const units = [...unitsOf(request.questions)];
     const names = units.map(([name]) => name);
     const questions = units.map(([, unit]) => unit.question);
@@ -152,6 +157,30 @@ export class LocalEvaluator implements Evaluator {
     const positions = tasks.reduce((sum, t) => sum + positionsToRead(t.labels), 0);
     this.checkLimits(prefix.length, names, tasks);
     return { prefix, shared: head.length, names, questions, tasks, usage: { input_tokens: prefix.length + suffixTokens, output_tokens: positions } };
+  }
+
+  /**
+   * A state that cannot fit the window whatever its tokens: refused from its
+   * byte length alone. Tokenizing a state near the 8 MiB body limit takes
+   * seconds of CPU, which any client could otherwise make the server spend.
+   */
+  private refuseBeyondWindow(state: readonly Segment[]): void {
+    const window = this.engine.contextSize;
+    const bytes = state.reduce((sum, s) => sum + Buffer.byteLength(s.text), 0);
+    // Below this, tokenizing costs little and says exactly how many tokens (and what window would do).
+    if (bytes <= Math.max(window, LARGE_STATE_BYTES)) return;
+    const most = this.engine.maxTokenBytes?.();
+    if (most === undefined) return;
+    const least = Math.ceil(bytes / most);
+    if (least <= window) return;
+    throw new UnprocessableEntityError([
+      {
+        type: "too_long",
+        loc: ["body", "state"],
+        msg: `The state is at least ${thousands(least)} tokens (${thousands(bytes)} bytes, at most ${most} bytes a token); the model's context window is ${thousands(window)}.`,
+        ctx: { field_type: "Tokens", max_length: window, actual_length: least },
+      },
+    ]);
   }
 
   private checkLimits(prefixLength: number, names: readonly string[], tasks: readonly ScoreTask[]): void {

@@ -390,3 +390,35 @@ describe("LocalEvaluator prefix reuse across requests", () => {
     }
   }, 60_000);
 });
+
+describe("a state too long for any window", () => {
+  it("is refused from its byte length, before it is tokenized (a client cannot make the server tokenize megabytes)", async () => {
+    const long: string[] = [];
+    // The real engine, its tokenizer watched: which texts it was given.
+    const watched = Object.assign(Object.create(engine) as LlamaEngine, {
+      tokenize: (text: string, special: boolean) => {
+        if (text.length > 10_000) long.push(text);
+        return engine.tokenize(text, special);
+      },
+    });
+    const local = new LocalEvaluator(watched, { id: "tiny-1.0.0", temperature: 1, template: detectTemplate(engine.chatTemplate), metadata: [] });
+    const most = engine.maxTokenBytes() as number;
+    expect(most).toBeGreaterThan(0);
+    // Just over what the window could hold at the most bytes a token, and over the size below which states are tokenized.
+    const bytes = Math.max(engine.contextSize * most, 256 * 1024) + 1000;
+    const refused = (() => {
+      try {
+        local.estimateInputTokens(request({ q: { type: "noul" } }, "x".repeat(bytes)));
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(refused).toBeInstanceOf(UnprocessableEntityError);
+    expect((refused as UnprocessableEntityError).body()).toMatchObject({ detail: [{ type: "too_long", loc: ["body", "state"] }] });
+    expect(JSON.stringify((refused as UnprocessableEntityError).body())).toMatch(/The state is at least [\d,]+ tokens/);
+    expect(long).toEqual([]);
+    // A long state that may fit is tokenized and measured as before.
+    expect(() => local.estimateInputTokens(request({ q: { type: "noul" } }, "x ".repeat(20_000)))).toThrow(UnprocessableEntityError);
+    expect(long).toHaveLength(1);
+  });
+});
