@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { BIN, runCli } from "../support/cli.js";
-import { startS3Store, type S3Proxy, type S3Store } from "../support/s3-proxy.js";
+import { keepWriting, startS3Store, type S3Proxy, type S3Store } from "../support/s3-proxy.js";
 import { sendJson, startUpstream, type Upstream } from "../support/upstream.js";
 
 const SOAK = process.env["SOAK"] === "1";
@@ -360,7 +360,10 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
   }, 60_000);
 
   describe("S3 locks", () => {
-    const lockAt = async (name: string, holder: object) => put(`out/${name}.jsonl.journal/lock.json`, JSON.stringify(holder));
+    // Another host's lock, written through the proxy: a run's read never meets half a write (s3rver rewrites in place).
+    const lockAt = async (name: string, holder: object) => {
+      await store.proxied.send(new PutObjectCommand({ Bucket: "data", Key: `out/${name}.jsonl.journal/lock.json`, Body: JSON.stringify(holder) }));
+    };
     const s3Run = async (name: string, n: number, extra: Record<string, string> = {}) => {
       await put(`in/${name}.jsonl`, lines(name, n));
       const cwd = join(dir, name);
@@ -376,12 +379,12 @@ describe("storage faults (S3 behind a fault-injecting proxy)", () => {
       const behind = () => new Date(Date.now() - 3_600_000).toISOString();
       const holder = () => ({ host: "elsewhere", pid: 1, started: behind(), nonce: "x", heartbeat: behind(), beat: beat++, staleMs: 1500 });
       await lockAt("live", holder());
-      const renewing = setInterval(() => void lockAt("live", holder()), 200);
+      const renewing = keepWriting(() => lockAt("live", holder()), 200);
       let live: Awaited<ReturnType<typeof s3Run>>;
       try {
         live = await s3Run("live", 5, stale);
       } finally {
-        clearInterval(renewing);
+        await renewing.stop();
       }
       expect(live.stderr).not.toMatch(STACK);
       expect(live.stderr).toContain("a rerun takes its lock over once its heartbeat has stood still for 2 s");

@@ -227,14 +227,19 @@ describe("S3", () => {
     await put("in/journal.jsonl", Array.from({ length: n }, (_, i) => JSON.stringify({ id: `j${i}`, text: `record j${i}` })).join("\n"));
     const asked = new Map<string, number>();
     let delay = 40;
+    // Holds the first run's answers while its rival tries the lock: a loaded machine must not let the first run finish first.
+    let held: Promise<void> | undefined;
     const upstream = await startUpstream((_req, res, text) => {
       const body = JSON.parse(text) as SystemOneRequest;
       const id = String(body.state).split(" ")[1]!;
       asked.set(id, (asked.get(id) ?? 0) + 1);
-      setTimeout(
-        () => sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 3, output_tokens: 1 } }),
-        delay,
-      );
+      const answer = () =>
+        setTimeout(
+          () => sendJson(res, 200, { model: "up-1.0.0", answers: plausibleAnswers(body.questions), usage: { input_tokens: 3, output_tokens: 1 } }),
+          delay,
+        );
+      if (held) void held.then(answer);
+      else answer();
     });
     const segments = async () => (await client.send(new ListObjectsV2Command({ Bucket: "data", Prefix: "out/journal.jsonl.journal/segments/" }))).KeyCount ?? 0;
     const args = [
@@ -263,12 +268,18 @@ describe("S3", () => {
       const child = spawn(process.execPath, [BIN, ...args], { cwd: first, env: runEnv, stdio: "ignore" });
       const exited = new Promise((resolve) => child.on("exit", resolve));
       while ((await segments()) < 3) await new Promise((r) => setTimeout(r, 50));
+      let release: () => void = () => undefined;
+      held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
       // A second run on the same S3 journal, from another machine, is refused while the first holds it.
       const rival = await runCli(args, { cwd: join(dir), env: runEnv });
       expect(rival.code).toBe(7);
       expect(rival.stderr).toMatch(/another run holds s3:\/\/data\/out\/journal\.jsonl\.journal\/lock\.json/);
       child.kill("SIGKILL");
       await exited;
+      held = undefined;
+      release();
       const paidBefore = [...asked.values()].reduce((a, b) => a + b, 0);
       expect(paidBefore).toBeLessThan(n);
       delay = 0;

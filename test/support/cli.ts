@@ -4,12 +4,31 @@ import { join } from "node:path";
 
 export const BIN = join(import.meta.dirname, "../../bin/typed-eval.js");
 
-export function runCli(args: string[], options: { cwd: string; env: Record<string, string | undefined> }): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
+/** How long `runCli` lets a run take before it kills it: longer than any run here takes on a loaded machine, shorter than a test's timeout. */
+export const RUN_DEADLINE_MS = 45_000;
+
+/**
+ * Runs the CLI as a child process. A child that outlives `deadlineMs` is
+ * killed and the call rejects with its command line and what it printed: a
+ * hang fails the test with its evidence, not as a bare test timeout.
+ */
+export function runCli(
+  args: string[],
+  options: { cwd: string; env: Record<string, string | undefined>; deadlineMs?: number },
+): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
+    const deadlineMs = options.deadlineMs ?? RUN_DEADLINE_MS;
+    const deadline = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`typed-eval ${args.join(" ")} had not ended after ${deadlineMs / 1000} s (killed); it printed:\n${stderr.slice(-4_000)}`));
+    }, deadlineMs);
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("exit", (code) => resolve({ code, stderr }));
+    child.on("exit", (code) => {
+      clearTimeout(deadline);
+      resolve({ code, stderr });
+    });
   });
 }
 

@@ -10,8 +10,11 @@
  * them as S3 does (412 when the condition fails, 404 for `If-Match` on a key
  * that is not there), checking and forwarding one write to a key at a time,
  * so the tests run against a store that has them; `conditional(false)` turns
- * that off, for a store that has none.
+ * that off, for a store that has none. Reads of a key wait for its write, as
+ * S3's atomic replace has it (see `KeyGate`): a test that plays another
+ * writer beside a run writes through the proxy (`S3Store.proxied`).
  */
+import { createHash } from "node:crypto";
 import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { S3Client } from "@aws-sdk/client-s3";
@@ -97,7 +100,38 @@ async function failedCondition(to: URL, req: IncomingMessage): Promise<number | 
   return undefined;
 }
 
-/** Forwards a request, applying a rule's delay or cut. */
+/** The body of `path` on the target, read past the proxy; undefined when the read fails or stalls. */
+function bodyAt(to: URL, path: string): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const get = request({ host: to.hostname, port: to.port, method: "GET", path, timeout: 1_000 }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on("data", (chunk: Buffer) => chunks.push(chunk));
+      answer.on("end", () => resolve(answer.statusCode === 200 ? Buffer.concat(chunks) : undefined));
+      answer.on("error", () => resolve(undefined));
+    });
+    get.on("timeout", () => get.destroy());
+    get.on("error", () => resolve(undefined));
+    get.end();
+  });
+}
+
+/**
+ * Resolves once the target serves the object just written whole (its MD5 is
+ * the write's ETag), or after 2 s: s3rver answers a PUT before its file is
+ * flushed (its putObject resolves at the body's end, not the file's), and a
+ * read right after the answer could get part of the object. S3 reads its
+ * writes.
+ */
+async function flushed(to: URL, path: string, etag: string): Promise<void> {
+  const want = etag.replace(/"/g, "");
+  for (const until = Date.now() + 2_000; Date.now() < until; ) {
+    const body = await bodyAt(to, path);
+    if (body && createHash("md5").update(body).digest("hex") === want) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Forwards a request, applying a rule's delay or cut; a plain PUT is answered once the object reads whole. */
 function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: FaultRule | undefined, done: () => void): void {
   const headers = { ...req.headers };
   delete headers["if-match"];
@@ -105,6 +139,12 @@ function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: Fault
   // A client that gives up mid-answer must not hold the key's queue.
   res.on("close", done);
   const out = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers }, (answer) => {
+    const etag = answer.headers.etag;
+    const replaced = req.method === "PUT" && !(req.url ?? "").includes("?") && answer.statusCode === 200 && etag;
+    if (replaced) void flushed(to, req.url ?? "/", etag).then(() => pass(answer));
+    else pass(answer);
+  });
+  const pass = (answer: IncomingMessage) => {
     res.writeHead(answer.statusCode ?? 502, answer.headers);
     const cut = rule?.cutAfterBytes;
     if (cut === undefined) {
@@ -127,7 +167,7 @@ function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: Fault
       });
     });
     answer.on("end", done);
-  });
+  };
   out.on("error", () => {
     req.socket.destroy();
     done();
@@ -139,22 +179,58 @@ function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: Fault
   req.pipe(out);
 }
 
+/**
+ * One writer or any number of readers per key at a time, first come first
+ * served: S3 replaces an object atomically, s3rver rewrites its files in
+ * place, and a read that overlaps a write there gets a 500, a cut body or a
+ * body that stalls for the server's keep-alive timeout (measured: 6 s).
+ * Writes and conditional requests (their check and their forward as one)
+ * are exclusive; plain reads share.
+ */
+class KeyGate {
+  private readonly keys = new Map<string, { readers: number; writer: boolean; waiting: { exclusive: boolean; go: () => void }[] }>();
+
+  /** Calls `work` with its turn's release (idempotent: a forward may end by several paths) once the key allows it. */
+  enter(key: string, exclusive: boolean, work: (done: () => void) => void): void {
+    const state = this.keys.get(key) ?? { readers: 0, writer: false, waiting: [] };
+    this.keys.set(key, state);
+    state.waiting.push({
+      exclusive,
+      go: () => {
+        let released = false;
+        work(() => {
+          if (released) return;
+          released = true;
+          if (exclusive) state.writer = false;
+          else state.readers--;
+          this.pump(key);
+        });
+      },
+    });
+    this.pump(key);
+  }
+
+  private pump(key: string): void {
+    const state = this.keys.get(key);
+    if (!state) return;
+    for (let next = state.waiting[0]; next; next = state.waiting[0]) {
+      if (state.writer || (next.exclusive && state.readers > 0)) return;
+      state.waiting.shift();
+      if (next.exclusive) state.writer = true;
+      else state.readers++;
+      next.go();
+    }
+    if (!state.writer && state.readers === 0) this.keys.delete(key);
+  }
+}
+
 /** Starts the proxy on a free loopback port, forwarding to `target` (`http://127.0.0.1:<port>`). */
 export async function startS3Proxy(target: string): Promise<S3Proxy> {
   const to = new URL(target);
   let rules: FaultRule[] = [];
   let conditional = true;
   const counts = { seen: 0, faulted: 0, preconditionFailed: 0 };
-  // One write (or conditional request) per key at a time: a condition checked is still true when the write lands.
-  const queues = new Map<string, Promise<void>>();
-  const serialized = (key: string, work: (done: () => void) => void): void => {
-    const before = queues.get(key) ?? Promise.resolve();
-    const turn = before.then(() => new Promise<void>((resolve) => work(resolve)));
-    queues.set(key, turn);
-    void turn.then(() => {
-      if (queues.get(key) === turn) queues.delete(key);
-    });
-  };
+  const gate = new KeyGate();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     counts.seen++;
     const rule = rules.find((r) => (!r.method || r.method === req.method) && (!r.path || r.path.test(req.url ?? "")) && (r.times ?? 1) > 0);
@@ -166,10 +242,14 @@ export async function startS3Proxy(target: string): Promise<S3Proxy> {
       return errorAnswer(req, res, rule.status);
     }
     const key = (req.url ?? "/").split("?")[0] ?? "/";
-    const plainWrite = (req.method === "PUT" || req.method === "DELETE") && !(req.url ?? "").includes("?");
     const conditions = conditional && (req.headers["if-match"] !== undefined || (req.method === "PUT" && req.headers["if-none-match"] !== undefined));
     const go = (done: () => void) =>
       setTimeout(async () => {
+        // A client that gave up while it waited (its delay, its turn): nothing to forward, and its turn passes on.
+        if (res.destroyed) {
+          req.resume();
+          return done();
+        }
         const failed = conditions ? await failedCondition(to, req).catch(() => 502) : undefined;
         if (failed !== undefined) {
           if (failed === 412) counts.preconditionFailed++;
@@ -179,8 +259,7 @@ export async function startS3Proxy(target: string): Promise<S3Proxy> {
         }
         forward(to, req, res, rule, done);
       }, rule?.delayMs ?? 0);
-    if (conditions || plainWrite) serialized(key, go);
-    else go(() => undefined);
+    gate.enter(key, conditions || (req.method !== "GET" && req.method !== "HEAD"), go);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -204,8 +283,10 @@ export async function startS3Proxy(target: string): Promise<S3Proxy> {
 export interface S3Store {
   server: S3rver;
   proxy: S3Proxy;
-  /** Talks to the server itself, past the proxy: the test's own reads and writes. */
+  /** Talks to the server itself, past the proxy (and its faults): the test's own reads and writes while no run is at the same key. */
   client: S3Client;
+  /** Talks through the proxy, its faults included: a writer beside a run (another host's lock) whose writes the run's reads see whole. */
+  proxied: S3Client;
   /** What a run's environment needs to reach the store through the proxy. */
   env: { AWS_ENDPOINT_URL_S3: string; AWS_ACCESS_KEY_ID: string; AWS_SECRET_ACCESS_KEY: string; AWS_REGION: string };
   close(): Promise<void>;
@@ -225,10 +306,12 @@ export async function startS3Store(directory: string, buckets: string[]): Promis
   const proxy = await startS3Proxy(endpoint);
   const credentials = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
   const client = new S3Client({ endpoint, forcePathStyle: true, region: "us-east-1", credentials });
+  const proxied = new S3Client({ endpoint: proxy.url, forcePathStyle: true, region: "us-east-1", credentials });
   return {
     server,
     proxy,
     client,
+    proxied,
     env: {
       AWS_ENDPOINT_URL_S3: proxy.url,
       AWS_ACCESS_KEY_ID: credentials.accessKeyId,
@@ -236,10 +319,33 @@ export async function startS3Store(directory: string, buckets: string[]): Promis
       AWS_REGION: "us-east-1",
     },
     close: async () => {
+      client.destroy();
+      proxied.destroy();
       await proxy.close();
       // A killed run can leave a request half sent through the proxy; s3rver's close would wait for it for ever.
       (server as unknown as { httpServer?: import("node:http").Server }).httpServer?.closeAllConnections();
       await server.close();
+    },
+  };
+}
+
+/**
+ * Plays another run's lock holder: `write` (its heartbeat) again `everyMs`
+ * after the last one ended, as a holder renews; a failed write is retried on
+ * the next beat. `stop` resolves once the write under way has ended.
+ */
+export function keepWriting(write: () => Promise<void>, everyMs: number): { stop: () => Promise<void> } {
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      await write().catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
     },
   };
 }
