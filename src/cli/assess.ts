@@ -12,7 +12,7 @@ import { num } from "../quality/numbers.js";
 import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
 import { UsageError } from "./exit.js";
-import { checkWritable, writeFileAtomic } from "./files.js";
+import { checkWritableFile, writeWholeFile } from "../records/local-files.js";
 import { favourSize, jobQuestions } from "./quality-setup.js";
 import { extensionsText, outputFormat } from "../records/formats.js";
 
@@ -71,8 +71,8 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     if (args["suspects-method"] !== undefined && args.suspects === undefined)
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
     // Every file it writes is checked before a row is read: a night's assessment is never computed to be lost at the end.
-    if (args.html) checkWritable(args.html, "--html");
-    if (args.suspects) checkWritable(args.suspects, "--suspects");
+    if (args.html) checkWritableFile(args.html, "--html");
+    if (args.suspects) checkWritableFile(args.suspects, "--suspects");
     // A suspects file no format can be written as is refused before the answers are read.
     if (args.suspects) outputFormat(args.suspects, { what: "suspects" });
     const { questions, idField } = jobQuestions(args.job);
@@ -98,7 +98,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
       a.suspects = suspects.summary();
     }
     const { verdict, report, gate, breaches: failed } = measured;
-    if (args.html) writeFileAtomic(args.html, qualityPage({ title: `Assessment: ${displayPath(a.answers)}`, verdict, assessment: a, report, gate }), "--html");
+    if (args.html) writeWholeFile(args.html, qualityPage({ title: `Assessment: ${displayPath(a.answers)}`, verdict, assessment: a, report, gate }), "--html");
     process.stdout.write(
       args.json
         ? `${JSON.stringify(

@@ -10,7 +10,7 @@ import { extensionsText } from "../records/formats.js";
 import { numeric } from "./checks.js";
 import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
-import { checkWritable, writeFileAtomic } from "./files.js";
+import { checkWritableFile, writeWholeFile } from "../records/local-files.js";
 import { modelOpener } from "./job-options.js";
 import { withModelOptions } from "./model-options.js";
 import { favourSize, jobQuestions } from "./quality-setup.js";
@@ -80,7 +80,7 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
     if (fitsOnGold(args.method) && !args.gold)
       throw new UsageError(`--method ${args.method} fits on gold labels: pass --gold (or use --method batch or contextual, which need none)`);
     if (args.method === "contextual" && !args.job) throw new UsageError("--method contextual asks the job's questions of content-free states: pass --job");
-    checkWritable(args.output, "--output");
+    checkWritableFile(args.output, "--output");
     favourSize();
     const { questions, idField } = jobQuestions(args.job);
     const { file, warnings } = await calibrateAnswers({
@@ -96,7 +96,7 @@ export const calibrateCommand: CommandModule<object, CalibrateArgs> = {
       force: args.force,
       contextual: contextualOf(args),
     });
-    writeFileAtomic(args.output, `${JSON.stringify(file, null, 2)}\n`);
+    writeWholeFile(args.output, `${JSON.stringify(file, null, 2)}\n`, "--output");
     const lines = [...Object.entries(file.questions).map(([name, q]) => describeFit(name, q)), ...warnings, `calibration: ${args.output}`];
     process.stdout.write(`${lines.join("\n")}\n`);
   },

@@ -4,7 +4,7 @@ import type { ArgsOf } from "./args.js";
 import { createKey, type KeyRow, listKeys, revokeKey, rotateKey } from "../server/accounts.js";
 import { UsageError } from "./exit.js";
 import { env } from "../api/env.js";
-import { checkWritable } from "./files.js";
+import { checkWritableFile } from "../records/local-files.js";
 import { durationRule, inWords } from "./duration.js";
 import { ModelRegistry } from "../models/registry.js";
 import { accountsFileOption } from "./accounts-option.js";
@@ -56,7 +56,7 @@ const createCommand: CommandModule<object, ArgsOf<typeof withCreateOptions>> = {
       throw new UsageError(`--account takes a name of letters, digits and . _ @ - (starting with a letter or digit), not ${JSON.stringify(args.account)}`);
     }
     checkModels(args.models, args["models-file"]);
-    checkWritable(args["accounts-file"], "--accounts-file");
+    checkWritableFile(args["accounts-file"], "--accounts-file");
     const key = createKey(args["accounts-file"], args.account, args.models);
     process.stdout.write(`${key}\n`);
     process.stderr.write(
@@ -84,7 +84,7 @@ const revokeCommand: CommandModule<object, ArgsOf<typeof withRevokeOptions>> = {
   describe: "Revoke a key at once: requests with it get 401",
   builder: withRevokeOptions,
   handler: (args) => {
-    checkWritable(existingFile(args["accounts-file"]), "--accounts-file");
+    checkWritableFile(existingFile(args["accounts-file"]), "--accounts-file");
     const revoked = revokeKey(args["accounts-file"], args.key);
     const what = `key ${revoked.id} of account ${revoked.account}`;
     process.stderr.write(revoked.already ? `${what} was already revoked.\n` : `Revoked ${what} in ${args["accounts-file"]}; ${NOTICE}.\n`);
@@ -109,7 +109,7 @@ const rotateCommand: CommandModule<object, ArgsOf<typeof withRotateOptions>> = {
   describe: "Replace an account's key: prints the new key once; the old one works until --grace is over",
   builder: withRotateOptions,
   handler: (args) => {
-    checkWritable(existingFile(args["accounts-file"]), "--accounts-file");
+    checkWritableFile(existingFile(args["accounts-file"]), "--accounts-file");
     const grace = args.grace;
     const rotated = rotateKey(args["accounts-file"], { account: args.account, graceMs: grace * 1000, ...(args.key ? { keyId: args.key } : {}) });
     process.stdout.write(`${rotated.key}\n`);

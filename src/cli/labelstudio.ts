@@ -5,7 +5,7 @@ import { unitInfos } from "../quality/answers.js";
 import { requireContent, requireInput } from "./input.js";
 import { refuseOtherKinds } from "../records/file-kind.js";
 import { goldFile, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
-import { checkWritable, writeFileAtomic } from "./files.js";
+import { checkWritableFile, writeWholeFile } from "../records/local-files.js";
 import { extensionsText, outputFormat } from "../records/formats.js";
 
 function withExportOptions<T>(y: Argv<T>) {
@@ -29,14 +29,14 @@ const exportCommand: CommandModule<object, ArgsOf<typeof withExportOptions>> = {
   describe: "Write a review file as Label Studio tasks, the model's answers as pre-annotations",
   builder: withExportOptions,
   handler: async (args) => {
-    checkWritable(args.output, "--output");
-    if (args.config) checkWritable(args.config, "--config");
+    checkWritableFile(args.output, "--output");
+    if (args.config) checkWritableFile(args.config, "--config");
     const job = loadJob(args.job);
     // Everything is built before anything is written: a bad row leaves no file behind.
     const config = labelingConfig(job);
     const tasks = await reviewTasks(args.review, job, { input: args.input });
-    if (args.config) writeFileAtomic(args.config, config, "--config");
-    writeFileAtomic(args.output, `${JSON.stringify(tasks, null, 1)}\n`, "--output");
+    if (args.config) writeWholeFile(args.config, config, "--config");
+    writeWholeFile(args.output, `${JSON.stringify(tasks, null, 1)}\n`, "--output");
     process.stderr.write(
       `${tasks.length} task${tasks.length === 1 ? "" : "s"}: ${args.output}${args.config ? `; labeling config: ${args.config}` : ""}. Import both into a Label Studio project; label; export as JSON, JSON-MIN or CSV; then pass the export as --gold.\n`,
     );
@@ -65,14 +65,14 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
     "Write a Label Studio export (JSON, JSON-MIN or CSV) as a gold CSV, joined by the record id (assess, calibrate and thresholds also read the export directly as --gold)",
   builder: withImportOptions,
   handler: async (args) => {
-    checkWritable(args.output, "--output");
+    checkWritableFile(args.output, "--output");
     const file = outputFormat(args.output, { what: "gold" });
     requireInput(args.export, "Label Studio export");
     requireContent(args.export, "Label Studio export");
     refuseOtherKinds(args.export, ["Label Studio export"], "a Label Studio export");
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
-    writeFileAtomic(args.output, goldFile(gold, file), "--output");
+    writeWholeFile(args.output, goldFile(gold, file), "--output");
     process.stderr.write(`${gold.lines.length} gold row${gold.lines.length === 1 ? "" : "s"}: ${args.output}\n`);
   },
 };

@@ -13,7 +13,7 @@ import { describeVerdict } from "../quality/verdict.js";
 import { favourSize, jobQuestions } from "./quality-setup.js";
 import { numeric } from "./checks.js";
 import { GateFailedError } from "../api/verdict.js";
-import { checkWritable, writeFileAtomic } from "./files.js";
+import { checkWritableFile, writeWholeFile } from "../records/local-files.js";
 import { extensionsText } from "../records/formats.js";
 
 function withReportOptions<T>(y: Argv<T>) {
@@ -70,7 +70,7 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
     checkGate(conditions, { gold: args.gold !== undefined, compare: args.compare !== undefined, command: "report" });
     // An S3 run's report lands in this folder by the answers' own name: reports are for reading, on this machine.
     const output = args.output ?? `${isS3(args.answers) ? basename(args.answers) : args.answers}.report.html`;
-    checkWritable(output, "--output");
+    checkWritableFile(output, "--output");
     const { questions, idField } = jobQuestions(args.job);
     const { report, assessment, verdict, gate } = await measure({
       answers: args.answers,
@@ -89,7 +89,7 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
       conditions,
     });
     const r = report as RunReport;
-    writeFileAtomic(output, qualityPage({ title: `Run report: ${displayPath(r.answers)}`, verdict, report: r, assessment, gate }));
+    writeWholeFile(output, qualityPage({ title: `Run report: ${displayPath(r.answers)}`, verdict, report: r, assessment, gate }), "--output");
     if (args.json) process.stdout.write(`${JSON.stringify({ ...r, verdict, ...(assessment ? { assessment } : {}) }, null, 2)}\n`);
     else process.stdout.write(`${describeVerdict(verdict)}\n\n${describeReport(r, output)}\n`);
     const lines = (gate?.breaches ?? []).map((b) => b.line);

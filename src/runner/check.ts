@@ -5,9 +5,8 @@
  * summary, journal and its lock) can be created and written; the endpoint
  * settings hold together. Failures here are verdicts with nothing paid.
  */
-import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
-import { dirname, join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
 import { describeSystemError, systemCode } from "../api/system-errors.js";
 import { valueAt, type Source, type SourceItem } from "../records/source.js";
@@ -18,36 +17,8 @@ import { ContextTooSmallError, type Evaluator } from "../evaluator/evaluator.js"
 import { contextSizeFor } from "../engines/llama.js";
 import { prepareItem, type Shard } from "./input/requests.js";
 import { isS3, s3Object } from "../records/s3.js";
+import { checkWritableFile } from "../records/local-files.js";
 import { EndpointAbort } from "../api/verdict.js";
-
-/** Can `path` be written as a file: its folder made, no directory in its (or its `.partial`'s) place, the folder writable. */
-export function checkWritableFile(path: string, flag: string): void {
-  const folder = dirname(resolve(path));
-  const refuse = (why: string) => new InvocationError(`cannot write ${flag} ${path}: ${why}`);
-  try {
-    mkdirSync(folder, { recursive: true });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw refuse(code === "EEXIST" || code === "ENOTDIR" ? `part of ${dirname(path)} is a file, not a folder; choose another path` : oneLine(error));
-  }
-  for (const place of [path, `${path}.partial`]) {
-    if (existsSync(place) && statSync(place).isDirectory()) throw refuse(`${place} is a directory where the file goes; name a file, or remove the directory`);
-  }
-  // Written, not asked (access() says yes to root on a read-only mount's folder with no write bit... and no to nothing else);
-  // a byte, so a full disk is found here, before anything is paid, not when the outputs are written.
-  const probe = join(folder, `.typed-eval-check-${process.pid}`);
-  try {
-    writeFileSync(probe, "\n");
-  } catch (error) {
-    throw refuse(oneLine(error));
-  } finally {
-    rmSync(probe, { force: true });
-  }
-}
-
-function oneLine(error: unknown): string {
-  return describeSystemError(error) ?? (error as Error).message;
-}
 
 /** Checks every local place a run writes, that S3 ones name objects (the store itself is checked by taking the lock), and that the answers do not replace the input. */
 export function checkPlaces(

@@ -1,17 +1,9 @@
-/**
- * The accounts file on disk: its format, reading it, and changing it so that
- * a reader (the server polling it) only ever sees the old file or the new
- * one. A change holds a lock file beside it, so two `keys` commands at once
- * cannot lose each other's key; the new text is written to a temporary file,
- * flushed, and renamed over the old one with the old one's permissions.
- */
-import { randomBytes } from "node:crypto";
-import { closeSync, fchmodSync, fchownSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
-import { dirname } from "node:path";
+import { closeSync, openSync, rmSync, statSync } from "node:fs";
 import { type Static, Type } from "@sinclair/typebox";
 import { describeIssues, InvocationError } from "../api/errors.js";
 import { readJsonFile } from "../api/json.js";
 import { validateAgainst } from "../api/validate.js";
+import { replaceFile } from "../records/local-files.js";
 
 const Limits = Type.Object({
   requests_per_minute: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -83,52 +75,6 @@ function lock(path: string): () => void {
 }
 
 /**
- * Replaces the file at `path` with `text` so that a reader sees the old file
- * or the new one, never a part: a temporary file beside it, flushed, renamed
- * over it, and the folder flushed. The new file keeps the old one's mode and
- * owner (0600 for a new file); a symbolic link is followed, not replaced.
- */
-export function replaceFile(path: string, text: string): void {
-  const target = statSync(path, { throwIfNoEntry: false }) ? realpathSync(path) : path;
-  const old = statSync(target, { throwIfNoEntry: false });
-  const mode = old ? old.mode & 0o7777 : 0o600;
-  const temp = `${target}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  const fd = openSync(temp, "wx", mode);
-  try {
-    writeSync(fd, text);
-    // The umask may have narrowed the mode at creation.
-    fchmodSync(fd, mode);
-    if (old && (old.uid !== process.getuid?.() || old.gid !== process.getgid?.())) {
-      try {
-        fchownSync(fd, old.uid, old.gid);
-      } catch {
-        // Only root may give a file away: otherwise it stays ours, with the old mode.
-      }
-    }
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(temp, target);
-  } catch (error) {
-    try {
-      closeSync(fd);
-    } catch {
-      // already closed
-    }
-    rmSync(temp, { force: true });
-    throw error;
-  }
-  // The rename itself is durable once the folder is flushed.
-  const folder = openSync(dirname(target), "r");
-  try {
-    fsyncSync(folder);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
-  } finally {
-    closeSync(folder);
-  }
-}
-
-/**
  * Applies `change` to the accounts file at `path` (an empty one when there is
  * none yet) under the lock, writes the result atomically, and returns what
  * `change` returned. Nothing is written when `change` throws.
@@ -138,7 +84,8 @@ export function updateAccountsFile<T>(path: string, change: (file: AccountsFile)
   try {
     const file: AccountsFile = statSync(path, { throwIfNoEntry: false }) ? readAccountsFile(path) : { accounts: [] };
     const result = change(file);
-    replaceFile(path, `${JSON.stringify(file, null, 2)}\n`);
+    // A new accounts file is the owner's alone (0600): it holds key hashes.
+    replaceFile(path, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
     return result;
   } finally {
     release();

@@ -9,8 +9,8 @@
  * flush and the close all reach the caller; none is only logged.
  */
 import { closeSync, fstatSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
-import { dirname } from "node:path";
 import { OutputClosedError } from "../../api/verdict.js";
+import { syncFolder } from "../../records/local-files.js";
 
 /** An output being written: chunks in (each awaited), then `commit` makes it final or `abort` discards it. */
 export interface Sink {
@@ -78,19 +78,6 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
       }
     },
   };
-}
-
-/** Flushes a folder's entries (the rename) to disk; a file system that cannot is left to its own guarantees. */
-function syncFolder(path: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dirname(path), "r");
-    fsyncSync(fd);
-  } catch {
-    // Not every file system lets a folder be opened or flushed.
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
 }
 
 /** Stdout as an output: each write waits for the pipe, and its errors end the write (EPIPE as the reader closing it). */
