@@ -8,6 +8,8 @@ export interface Source {
   items: AsyncIterable<SourceItem>;
   /** Bytes read so far and the total when known, for progress. */
   progress(): { bytes: number; total: number | undefined };
+  /** How a run picked part of the input (`--limit 100`, `--sample 50`), when it did: the records it did not pick are not gone from the input. */
+  selection?: string | undefined;
 }
 
 /** The value at a dotted path (`a.b.0.c`); numeric segments index arrays. */

@@ -84,7 +84,16 @@ export interface UsageSummary {
    * the job changed since), and for records no longer in the input.
    */
   /** Journal entries set aside (never written), and the tokens their answers were paid for: counted in `tokens` and the cost. */
-  set_aside?: { other_versions: number; not_in_input: number; input_tokens?: number; output_tokens?: number };
+  set_aside?: {
+    other_versions: number;
+    not_in_input: number;
+    /** With `selection`: entries of records this run did not pick (or that left the input: a partial read cannot tell). */
+    not_selected?: number;
+    /** How the run picked part of its input: `--limit 100`, `--sample 50`, `--shard 2/4`. */
+    selection?: string;
+    input_tokens?: number;
+    output_tokens?: number;
+  };
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
 }
@@ -148,7 +157,8 @@ export function describe(s: UsageSummary): string {
   }`;
   const repeats = s.duplicate_ids ? [describeDuplicates(s.duplicate_ids)] : [];
   const models = s.answered_by && Object.keys(s.answered_by).length > 1 ? [describeModels(s.answered_by)] : [];
-  const aside = s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input > 0 ? [describeSetAside(s.set_aside)] : [];
+  const aside =
+    s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input + (s.set_aside.not_selected ?? 0) > 0 ? [describeSetAside(s.set_aside)] : [];
   return [head, ...models, ...repeats, ...aside, ...(now ? [now] : []), all].join("\n");
 }
 
@@ -163,7 +173,11 @@ export function describeModels(answeredBy: Record<string, number>): string {
 /** One line for people: journal entries that no record of the input asks for now. */
 function describeSetAside(aside: NonNullable<UsageSummary["set_aside"]>): string {
   const paid = aside.input_tokens ? ` (their ${aside.input_tokens.toLocaleString("en-US")} input tokens were paid, and are counted below)` : "";
-  return `set aside from the journal: ${aside.other_versions.toLocaleString("en-US")} entries for other versions of records (the job or the record changed), ${aside.not_in_input.toLocaleString("en-US")} for records no longer in the input${paid}`;
+  const gone =
+    aside.selection !== undefined
+      ? `${(aside.not_selected ?? 0).toLocaleString("en-US")} for records this run did not select (${aside.selection}) or no longer in the input`
+      : `${aside.not_in_input.toLocaleString("en-US")} for records no longer in the input`;
+  return `set aside from the journal: ${aside.other_versions.toLocaleString("en-US")} entries for other versions of records (the job or the record changed), ${gone}${paid}`;
 }
 
 /** Whether JSON is a usage summary. */

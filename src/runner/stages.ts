@@ -207,6 +207,12 @@ async function writeSummary(target: OutputTarget, summary: UsageSummary): Promis
   }
 }
 
+/** How this run picked part of its input (`--limit`, `--sample`, `--shard`), when it did. */
+function selectionOf(options: OpenedRun): string | undefined {
+  const parts = [options.source.selection, options.shard && options.shard.count > 1 ? `--shard ${options.shard.index}/${options.shard.count}` : undefined];
+  return parts.filter((p) => p !== undefined).join(" ") || undefined;
+}
+
 function summaryBase(
   options: OpenedRun,
   identity: string,
@@ -227,6 +233,7 @@ function summaryBase(
     output: options.answers.target.describe,
     runs,
     setAside: answered?.inputEnded ? index?.setAside() : undefined,
+    selection: selectionOf(options),
     thisRun: { started, seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0, stats, sent, pace: options.limiter.paceReport() },
   };
 }

@@ -109,6 +109,37 @@ describe("outputs are the current input's records, each answered for its current
     expect(summaryOf(output).tokens).toMatchObject({ input: 600 + 6 * 3, output: 200 + 6 });
   });
 
+  it("a rerun over part of the input (--limit, --sample, --shard) on a full run's output: the records it did not select are set aside as not selected, not as gone from the input", async () => {
+    const job = writeJob("part", "Is it fine?");
+    const output = join(dir, "part.out.jsonl");
+    const input = writeInput("part", records(40));
+    expect((await runLifecycle(request(input, job, output, echo()))).verdict).toBe("done");
+    const base = request(input, job, output, echo());
+    const cases: [string, Partial<typeof base.settings>, number][] = [
+      ["--limit 10", { limit: 10 }, 10],
+      ["--sample 5", { sample: 5 }, 5],
+      ["--shard 1/2", { shard: "1/2" }, -1],
+    ];
+    for (const [selection, settings, rows] of cases) {
+      const again = echo();
+      const end = await runLifecycle({ ...base, settings: { ...base.settings, ...settings }, openModel: async () => again });
+      expect(end.verdict, selection).toBe("done");
+      expect(again.calls, selection).toHaveLength(0);
+      const written = lines(output).length;
+      if (rows >= 0) expect(written, selection).toBe(rows);
+      const summary = summaryOf(output) as unknown as UsageSummary;
+      expect(summary.set_aside, selection).toMatchObject({ other_versions: 0, not_in_input: 0, not_selected: 40 - written, selection });
+      expect(describeUsage(summary), selection).toContain(`${40 - written} for records this run did not select (${selection}) or no longer in the input`);
+      expect(describeUsage(summary), selection).not.toContain("for records no longer in the input");
+    }
+    // The whole input again: nothing is set aside, nothing asked.
+    const whole = echo();
+    expect((await runLifecycle(request(input, job, output, whole))).verdict).toBe("done");
+    expect(whole.calls).toHaveLength(0);
+    expect(summaryOf(output).set_aside).toMatchObject({ other_versions: 0, not_in_input: 0 });
+    expect(lines(output)).toHaveLength(40);
+  });
+
   it("kept fields edited in the input under the same job: the output holds the values as read now, nothing asked; a third run journals no keep entry", async () => {
     const output = join(dir, "kept.out.jsonl");
     const job = join(dir, "kept.job.json");

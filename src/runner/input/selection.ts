@@ -17,7 +17,7 @@ export function firstRecords(source: Source, n: number): Source {
       if (++taken >= n) return;
     }
   }
-  return { ...source, name: `${source.name} (first ${n})`, items: items() };
+  return { ...source, name: `${source.name} (first ${n})`, items: items(), selection: `--limit ${n}` };
 }
 
 /**
@@ -45,5 +45,5 @@ export function sampleRecords(source: Source, n: number, seed: number): Source {
     chosen.sort((a, b) => a.seq - b.seq);
     yield* chosen;
   }
-  return { ...source, name: `${source.name} (sample of ${n}, seed ${seed})`, items: items() };
+  return { ...source, name: `${source.name} (sample of ${n}, seed ${seed})`, items: items(), selection: `--sample ${n}` };
 }

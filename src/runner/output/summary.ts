@@ -33,6 +33,8 @@ export interface SummaryBase {
   runs: readonly Omit<RunEntry, "k" | "started">[];
   /** Journal entries no record of this input asks for now, set aside (never written), and their answers' tokens. */
   setAside?: { otherVersions: number; notInInput: number; inputTokens: number; outputTokens: number } | undefined;
+  /** How the run picked part of its input (`--limit 100`, `--shard 2/4`): journal entries of records it did not pick are not "no longer in the input". */
+  selection?: string | undefined;
   thisRun: ThisRun;
 }
 
@@ -62,7 +64,9 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   if (aside)
     summary.set_aside = {
       other_versions: aside.otherVersions,
-      not_in_input: aside.notInInput,
+      // A run over part of the input cannot tell a record it did not pick from one deleted: both are "not selected".
+      not_in_input: base.selection ? 0 : aside.notInInput,
+      ...(base.selection ? { not_selected: aside.notInInput, selection: base.selection } : {}),
       input_tokens: aside.inputTokens,
       output_tokens: aside.outputTokens,
     };
