@@ -68,6 +68,8 @@ export interface UsageSummary {
     started: string;
     seconds: number;
     records: { read: number; answered: number; failed: number; resumed: number };
+    /** This run's answers by the model that gave them: named whatever the verdict, outputs written or not. */
+    answered_by?: Record<string, number>;
     requests: { sent: number; retries: number; rate_limited: number; overloaded: number };
     tokens: { input: number; wasted_input: number };
     cost_usd: number;
@@ -156,7 +158,9 @@ export function describe(s: UsageSummary): string {
     s.requests.sent > 0 ? `, ${s.records_per_second.toFixed(1)} records/s` : ""
   }`;
   const repeats = s.duplicate_ids ? [describeDuplicates(s.duplicate_ids)] : [];
-  const models = s.answered_by && Object.keys(s.answered_by).length > 1 ? [describeModels(s.answered_by)] : [];
+  // A run that wrote no outputs names the models of its own answers.
+  const by = s.answered_by ?? s.this_run?.answered_by;
+  const models = by && Object.keys(by).length > 1 ? [describeModels(by)] : [];
   const aside =
     s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input + (s.set_aside.not_selected ?? 0) > 0 ? [describeSetAside(s.set_aside)] : [];
   return [head, ...models, ...repeats, ...aside, ...(now ? [now] : []), all].join("\n");

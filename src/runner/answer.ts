@@ -99,6 +99,8 @@ export interface AnswerStats {
   resumed: number;
   otherShards: number;
   inputTokens: number;
+  /** This run's answers by the model that gave them (the endpoint's versioned name). */
+  models: Record<string, number>;
 }
 
 /** What the answer stage found: the facts the run's verdict is decided from (`decide` in api/verdict.ts). */
@@ -136,7 +138,7 @@ export function answerRecords(options: AnswerOptions, journal: JournalSink, inde
 }
 
 class AnswerStage {
-  private readonly stats: AnswerStats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
+  private readonly stats: AnswerStats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0, models: {} };
   private readonly order = new InputOrder();
   private readonly ending: RunEnding;
   private readonly sender: Sender;
@@ -297,6 +299,7 @@ class AnswerStage {
     if (offset === undefined) return;
     this.index.answered(key, offset, copyOf !== undefined);
     this.stats.answered++;
+    this.stats.models[response.model] = (this.stats.models[response.model] ?? 0) + 1;
     this.stats.inputTokens += response.usage.input_tokens;
     this.watch.answered();
   }

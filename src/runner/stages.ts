@@ -220,7 +220,7 @@ function summaryBase(
   answered: Answered | undefined,
   index: JournalIndex | undefined,
 ): SummaryBase {
-  const stats = answered?.stats ?? { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0 };
+  const stats = answered?.stats ?? { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0, models: {} };
   const sent = answered?.sent ?? { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
   const started = answered?.started ?? Date.now();
   return {

@@ -224,6 +224,38 @@ describe("outputs are the current input's records, each answered for its current
     // The warning does not claim when: the change may have come between runs of the output.
     expect(describeUsage(summaryOf(output) as unknown as UsageSummary)).toMatch(/model changed during this run or since an earlier run of this output/);
   });
+  it("a run stopped before its outputs still names the models of its own answers (this_run.answered_by), and warns when there were two", async () => {
+    const output = join(dir, "stopped-models.out.jsonl");
+    const input = writeInput("stopped-models", records(200));
+    const stop = new AbortController();
+    const evaluator = echo({
+      model: (call) => {
+        if (call === 30) stop.abort();
+        return call < 10 ? "up-1.0.0" : "up-1.1.0";
+      },
+    });
+    const end = await runLifecycle(request(input, writeJob("stopped-models", "Is it fine?"), output, evaluator, { stop: stop.signal }));
+    expect(end.verdict).toBe("stopped");
+    expect(existsSync(output)).toBe(false);
+    const summary = JSON.parse(readFileSync(`${output}.summary.json`, "utf8")) as UsageSummary;
+    const by = summary.this_run?.answered_by ?? {};
+    expect(by["up-1.0.0"]).toBe(10);
+    expect(by["up-1.1.0"]).toBeGreaterThanOrEqual(10);
+    expect(summary.this_run?.records.answered).toBe(Object.values(by).reduce((a, b) => a + b, 0));
+    expect(summary.model).toBe("default");
+    expect(describeUsage(summary)).toMatch(/answered by 2 models/);
+    // One model: the stopped run's summary names it, not the alias asked for.
+    const one = new AbortController();
+    const single = echo({
+      model: (call) => {
+        if (call === 5) one.abort();
+        return "up-2.0.0";
+      },
+    });
+    const output2 = join(dir, "stopped-one.out.jsonl");
+    expect((await runLifecycle(request(input, writeJob("stopped-one", "Is it fine?"), output2, single, { stop: one.signal }))).verdict).toBe("stopped");
+    expect(JSON.parse(readFileSync(`${output2}.summary.json`, "utf8"))).toMatchObject({ model: "up-2.0.0", requested_model: "default" });
+  });
 });
 
 /** A target whose writes fail as a full disk's do. */

@@ -15,7 +15,7 @@ import { costOf, emptySummary, finish, type UsageSummary } from "../../records/u
 export interface ThisRun {
   started: number;
   seconds: number;
-  stats: { read: number; answered: number; failed: number; resumed: number; otherShards: number; inputTokens: number };
+  stats: { read: number; answered: number; failed: number; resumed: number; otherShards: number; inputTokens: number; models: Record<string, number> };
   sent: SendCounts;
   pace: PaceReport;
 }
@@ -47,8 +47,9 @@ export interface Written {
 /** The usage summary: of the output when `outputs` were written, else (a run that stopped early) of what the journal holds so far. */
 export function runSummary(base: SummaryBase, outputs: Written | undefined, status: Verdict): UsageSummary {
   const { stats } = base.thisRun;
-  // The model that ran, not the alias asked for: the one model every written row names, else the evaluator's versioned id.
-  const models = Object.keys(outputs?.written.models ?? {});
+  // The model that ran, not the alias asked for: the one model every written row names (this run's answers, for a run that
+  // wrote no outputs), else the evaluator's versioned id.
+  const models = Object.keys(outputs ? outputs.written.models : stats.models);
   const answeredBy = models.length === 1 ? models[0] : undefined;
   const summary = emptySummary(answeredBy ?? base.model ?? base.job.model, base.price);
   if (summary.model !== base.job.model) summary.requested_model = base.job.model;
@@ -93,6 +94,7 @@ function thisRunOf(base: SummaryBase): NonNullable<UsageSummary["this_run"]> {
     started: new Date(base.thisRun.started).toISOString(),
     seconds,
     records: { read: stats.read, answered: stats.answered, failed: stats.failed, resumed: stats.resumed },
+    ...(Object.keys(stats.models).length > 0 ? { answered_by: stats.models } : {}),
     requests: { sent: sent.requests, retries: sent.retries, rate_limited: sent.rateLimited, overloaded: sent.overloaded },
     tokens: { input: stats.inputTokens, wasted_input: sent.wastedInput },
     cost_usd: costOf(stats.inputTokens + sent.wastedInput, base.price),
