@@ -26,7 +26,7 @@ import { InvocationError } from "../api/errors.js";
 import { describeSystemError } from "../api/system-errors.js";
 
 /** Why a file cannot be created in `folder`, for the errors the file system gives. */
-export function whyNotWritable(error: unknown, folder: string): string {
+function whyNotWritable(error: unknown, folder: string): string {
   switch ((error as NodeJS.ErrnoException).code) {
     case "EACCES":
     case "EPERM":
@@ -42,7 +42,7 @@ export function whyNotWritable(error: unknown, folder: string): string {
 }
 
 /** The one-line refusal to write `path`, naming the flag or file that named it. */
-export function cannotWrite(flag: string, path: string, why: string): InvocationError {
+function cannotWrite(flag: string, path: string, why: string): InvocationError {
   return new InvocationError(`cannot write ${flag} ${path}: ${why}; choose another path`);
 }
 

@@ -103,6 +103,11 @@ export interface AnswerStats {
   models: Record<string, number>;
 }
 
+/** Counts before any record is read. */
+export function noStats(): AnswerStats {
+  return { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0, models: {} };
+}
+
 /** What the answer stage found: the facts the run's verdict is decided from (`decide` in api/verdict.ts). */
 export interface Answered {
   stats: AnswerStats;
@@ -138,7 +143,7 @@ export function answerRecords(options: AnswerOptions, journal: JournalSink, inde
 }
 
 class AnswerStage {
-  private readonly stats: AnswerStats = { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0, models: {} };
+  private readonly stats = noStats();
   private readonly order = new InputOrder();
   private readonly ending: RunEnding;
   private readonly sender: Sender;

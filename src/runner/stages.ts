@@ -9,7 +9,7 @@
  * by `decide` in api/verdict.ts, never from counters alone.
  */
 import type { Logger } from "../logging/logger.js";
-import { answerRecords, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
+import { answerRecords, noStats, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
 import { writeOutputs, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
 import type { FileFormat } from "../records/formats.js";
 import { OrderedRecords } from "./output/ordered.js";
@@ -220,7 +220,7 @@ function summaryBase(
   answered: Answered | undefined,
   index: JournalIndex | undefined,
 ): SummaryBase {
-  const stats = answered?.stats ?? { read: 0, answered: 0, failed: 0, resumed: 0, otherShards: 0, inputTokens: 0, models: {} };
+  const stats = answered?.stats ?? noStats();
   const sent = answered?.sent ?? { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
   const started = answered?.started ?? Date.now();
   return {

@@ -10,12 +10,13 @@ import type { RunEntry } from "../state/journal.js";
 import type { WrittenCounts } from "./outputs.js";
 import type { PaceReport } from "../send/pacing.js";
 import type { SendCounts } from "../send/send.js";
+import type { AnswerStats } from "../answer.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "../../records/usage.js";
 
 export interface ThisRun {
   started: number;
   seconds: number;
-  stats: { read: number; answered: number; failed: number; resumed: number; otherShards: number; inputTokens: number; models: Record<string, number> };
+  stats: AnswerStats;
   sent: SendCounts;
   pace: PaceReport;
 }
