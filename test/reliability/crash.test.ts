@@ -12,7 +12,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync
 import type { ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { GetObjectCommand } from "@aws-sdk/client-s3";
 import { startS3Store, type S3Store } from "../support/s3-proxy.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
@@ -42,7 +42,6 @@ function answer(res: ServerResponse, text: string): void {
 let upstream: Upstream;
 
 let s3: S3Store;
-let s3Endpoint: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-crash-"));
@@ -52,7 +51,6 @@ beforeAll(async () => {
   upstreamUrl = upstream.url;
   // Through the proxy that gives s3rver the conditional writes an S3 journal's lock needs.
   s3 = await startS3Store(join(dir, "s3"), ["out"]);
-  s3Endpoint = s3.proxy.url;
   // Records carry a 4.5 KB field kept in the output: about 7 MB of answers, so writing takes a while and S3 uploads in parts.
   const pad = "p".repeat(4500);
   writeFileSync(join(dir, "in.jsonl"), `${Array.from({ length: RECORDS }, (_, i) => JSON.stringify({ id: `r${i}`, text: `record r${i}`, pad })).join("\n")}\n`);
@@ -71,9 +69,7 @@ const env = () => ({
   ...process.env,
   TYPED_EVAL_LOG_LEVEL: "warn",
   TYPED_EVAL_API_KEY: "k",
-  AWS_ENDPOINT_URL_S3: s3Endpoint,
-  AWS_ACCESS_KEY_ID: "S3RVER",
-  AWS_SECRET_ACCESS_KEY: "S3RVER",
+  ...s3.env,
   NODE_NO_WARNINGS: "1",
 });
 
@@ -164,19 +160,11 @@ function runAndKill(output: string, moment: Moment, journal: string, partial: st
 
 /** The text of an S3 object, or undefined when there is none. */
 async function s3Text(key: string): Promise<string | undefined> {
-  const client = new S3Client({
-    endpoint: s3Endpoint,
-    forcePathStyle: true,
-    region: "us-east-1",
-    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-  });
   try {
-    const object = await client.send(new GetObjectCommand({ Bucket: "out", Key: key }));
+    const object = await s3.proxied.send(new GetObjectCommand({ Bucket: "out", Key: key }));
     return await object.Body!.transformToString();
   } catch {
     return undefined;
-  } finally {
-    client.destroy();
   }
 }
 

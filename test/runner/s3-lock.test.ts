@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { exitCodeOf, LockLostError } from "../../src/api/verdict.js";
@@ -30,12 +30,7 @@ let client: S3Client;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "te-s3-lock-"));
   store = await startS3Store(join(dir, "s3"), ["locks"]);
-  client = new S3Client({
-    endpoint: store.proxy.url,
-    forcePathStyle: true,
-    region: "us-east-1",
-    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-  });
+  client = store.proxied;
 }, 30_000);
 
 afterAll(async () => {
