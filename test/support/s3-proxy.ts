@@ -140,7 +140,9 @@ function forward(to: URL, req: IncomingMessage, res: ServerResponse, rule: Fault
   res.on("close", done);
   const out = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers }, (answer) => {
     const etag = answer.headers.etag;
-    const replaced = req.method === "PUT" && !(req.url ?? "").includes("?") && answer.statusCode === 200 && etag;
+    // A whole object (the SDK's PUT carries `?x-id=PutObject`); not a part of a multipart upload, whose ETag is the part's.
+    const whole = req.method === "PUT" && !new URL(req.url ?? "/", "http://proxy").searchParams.has("uploadId");
+    const replaced = whole && answer.statusCode === 200 && etag;
     if (replaced) void flushed(to, req.url ?? "/", etag).then(() => pass(answer));
     else pass(answer);
   });
