@@ -225,29 +225,6 @@ describe.skipIf(!canRun)("examples/schedulers/airflow_dag.py on Airflow 2 stand-
     }
   }, 120_000);
 
-  // SOAK (45 s): the backstop. typed-eval frozen (SIGSTOP) when the task is killed: the DAG kills it once its grace and margin are out.
-  it.skipIf(!SOAK)(
-    "the worker form, typed-eval not ending after a stop: killed once GRACE_S + STOP_MARGIN_S (45 s) are out, before Airflow's own SIGKILL at 60 s",
-    async () => {
-      let supervisor = 0;
-      const sent = endpoint.bodies.length;
-      const run = runTask("typed_eval_triage_bash", "shard_2_of_4", night.day.local, (pid) => (supervisor = pid));
-      await until(run, () => endpoint.bodies.length > sent, "shard_2_of_4's first request");
-      const [pid] = typedEvalUnder(supervisor);
-      expect(pid, "the typed-eval process of the task").toBeDefined();
-      process.kill(pid as number, "SIGSTOP");
-      const killedAt = performance.now();
-      process.kill(supervisor, "SIGTERM");
-      const { end, stdout, stderr } = await run;
-      const seconds = (performance.now() - killedAt) / 1000;
-      expect(end.state, stderr).toBe("up_for_retry");
-      expect(stdout).toMatch(/asked to stop; waiting up to 45 s\n.*typed-eval ended with exit 137/);
-      expect(seconds).toBeGreaterThanOrEqual(45);
-      expect(seconds).toBeLessThan(60);
-    },
-    120_000,
-  );
-
   it("the pod form reads the exit code of a pod the operator has already deleted: done (the summary in XCom), 6 skipped, the first night's gate (2) failed for good", async () => {
     const day = night.day.local;
     endpoint.delay(0);
@@ -292,4 +269,28 @@ describe.skipIf(!canRun)("examples/schedulers/airflow_dag.py on Airflow 2 stand-
       if (k8s === "Count") expect(RESUMABLE.has(code as never) || code === KILLED, `exit ${code}`).toBe(true);
     }
   });
+
+  // SOAK (45 s): the backstop. typed-eval frozen (SIGSTOP) when the task is killed: the DAG kills it once its grace and margin are out.
+  it.skipIf(!SOAK)(
+    "the worker form, typed-eval not ending after a stop: killed once GRACE_S + STOP_MARGIN_S (45 s) are out, before Airflow's own SIGKILL at 60 s",
+    async () => {
+      let supervisor = 0;
+      const sent = endpoint.bodies.length;
+      // Shard 4, whose pod was killed -9 above: this run takes its lock over (same host, holder gone) and resumes.
+      const run = runTask("typed_eval_triage_bash", "shard_4_of_4", night.day.local, (pid) => (supervisor = pid));
+      await until(run, () => endpoint.bodies.length > sent, "shard_4_of_4's first request");
+      const [pid] = typedEvalUnder(supervisor);
+      expect(pid, "the typed-eval process of the task").toBeDefined();
+      process.kill(pid as number, "SIGSTOP");
+      const killedAt = performance.now();
+      process.kill(supervisor, "SIGTERM");
+      const { end, stdout, stderr } = await run;
+      const seconds = (performance.now() - killedAt) / 1000;
+      expect(end.state, stderr).toBe("up_for_retry");
+      expect(stdout).toMatch(/asked to stop; waiting up to 45 s\n.*typed-eval ended with exit 137/);
+      expect(seconds).toBeGreaterThanOrEqual(45);
+      expect(seconds).toBeLessThan(60);
+    },
+    120_000,
+  );
 });
