@@ -103,7 +103,8 @@ unit: $(NPM_STAMP) $(BUILD_STAMP)
 # CPU_VARIANT=x64 (or sse42, sandybridge, ivybridge, piledriver, haswell...: a libggml-cpu-<variant>.so of
 # node_modules/@node-llama-cpp/linux-x64/bins/linux-x64) runs the tests on that build of llama.cpp's CPU kernels
 # instead of the best one this CPU runs, as a CPU of that family would (test/support/cpu-variant.mjs):
-# `make test CPU_VARIANT=x64` is the suite as a CPU without AVX runs it. Linux, Node 22.15 or later.
+# `make test CPU_VARIANT=ivybridge` is the suite as a CPU without FMA or AVX2 runs it (x64, plain SSE2, takes three
+# times the CPU on the f32 test model: an idle machine). Linux, Node 22.15 or later. docs/development.md has the figures.
 ifneq ($(CPU_VARIANT),)
 unit soak: export TYPED_EVAL_TEST_CPU_VARIANT := $(CPU_VARIANT)
 unit soak: export NODE_OPTIONS := $(strip $(NODE_OPTIONS) --import=$(CURDIR)/test/support/cpu-variant.mjs)
