@@ -38,7 +38,8 @@ ACCOUNTS ?= accounts.json
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
-	@echo "make test    install dependencies, type-check, run the tests (NODE=22/24/26: on that Node, fetched from npm)"
+	@echo "make test    install dependencies, type-check, run the tests (NODE=22/24/26: on that Node, fetched from npm;"
+	@echo "             CPU_VARIANT=x64: on that variant of llama.cpp's CPU kernels, as another CPU runs them)"
 	@echo "make serve   run the HTTP API on 127.0.0.1:8787 (creates a dev key on first run)"
 	@echo "make bench   run the benchmarks and print their ratios"
 	@echo "make soak    the long reliability tests (kills, faults, fuzzing, load)"
@@ -98,6 +99,16 @@ CHROMIUM ?= /usr/bin/chromium
 unit: $(NPM_STAMP) $(BUILD_STAMP)
 	@test -x $(CHROMIUM) || echo "*** No Chromium at $(CHROMIUM): the browser tests of the HTML reports will be SKIPPED (apt-get install -y chromium) ***" >&2
 	CHROMIUM_PATH=$(CHROMIUM) npx vitest run
+
+# CPU_VARIANT=x64 (or sse42, sandybridge, ivybridge, piledriver, haswell...: a libggml-cpu-<variant>.so of
+# node_modules/@node-llama-cpp/linux-x64/bins/linux-x64) runs the tests on that build of llama.cpp's CPU kernels
+# instead of the best one this CPU runs, as a CPU of that family would (test/support/cpu-variant.mjs):
+# `make test CPU_VARIANT=ivybridge` is the suite as a CPU without FMA or AVX2 runs it (x64, plain SSE2, takes three
+# times the CPU on the f32 test model: an idle machine). Linux, Node 22.15 or later. docs/development.md has the figures.
+ifneq ($(CPU_VARIANT),)
+unit soak: export TYPED_EVAL_TEST_CPU_VARIANT := $(CPU_VARIANT)
+unit soak: export NODE_OPTIONS := $(strip $(NODE_OPTIONS) --import=$(CURDIR)/test/support/cpu-variant.mjs)
+endif
 
 # Lint, type-check and build side by side (each mostly one core), then the tests.
 test: $(NPM_STAMP)
