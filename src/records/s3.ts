@@ -334,6 +334,33 @@ export async function storageCall<T>(
   }
 }
 
+/**
+ * How a store takes an ETag in `If-Match`: quoted, as S3 sends ETags and as
+ * RFC 7232 writes an entity tag (AWS S3, MinIO and s3rver's proxy also take
+ * it bare), or bare (Ceph RGW 16 answers 412 to a quoted one on PUT, even
+ * when it names the object's ETag). The S3 lock's probe finds which
+ * (`rememberEtagForm`); every conditional request to that store then uses it.
+ */
+export type EtagForm = "quoted" | "bare";
+
+const etagForms = new WeakMap<S3Client, EtagForm>();
+
+/** Remembers the form `client`'s store takes an ETag in, for every later conditional request through it. */
+export function rememberEtagForm(client: S3Client, form: EtagForm): void {
+  etagForms.set(client, form);
+}
+
+/** The form `client`'s store takes an ETag in: as found by a probe, else quoted (S3's own form). */
+export function etagFormOf(client: S3Client): EtagForm {
+  return etagForms.get(client) ?? "quoted";
+}
+
+/** `etag` (as S3 returns it, quoted, or bare) in `form`, for an `If-Match` header. */
+export function ifMatchValue(etag: string, form: EtagForm): string {
+  const bare = etag.replace(/^W\//, "").replace(/^"|"$/g, "");
+  return form === "quoted" ? `"${bare}"` : bare;
+}
+
 /** Whether an S3 error says the key (or object) is not there. */
 export function isMissingKey(error: unknown): boolean {
   const name = (error as { name?: string }).name;
@@ -403,7 +430,12 @@ export async function getPinned(
   signal: AbortSignal | undefined,
 ): Promise<GetObjectCommandOutput> {
   const { bucket, key } = parseS3(location);
-  const which = pinned.versionId !== undefined ? { VersionId: pinned.versionId } : pinned.etag !== undefined ? { IfMatch: pinned.etag } : {};
+  const which =
+    pinned.versionId !== undefined
+      ? { VersionId: pinned.versionId }
+      : pinned.etag !== undefined
+        ? { IfMatch: ifMatchValue(pinned.etag, etagFormOf(client)) }
+        : {};
   const bytes = range.from > 0 || range.to !== undefined ? { Range: `bytes=${range.from}-${range.to ?? ""}` } : {};
   let got: GetObjectCommandOutput;
   try {
