@@ -19,7 +19,7 @@ import { acquireS3Lock } from "../../src/runner/state/s3-lock.js";
 import { plausibleAnswers } from "../support/answers.js";
 import { runInProcess } from "../support/cli.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
-import { lifecycleRequest } from "../support/lifecycle.js";
+import { lifecycleRequest, runFolder } from "../support/lifecycle.js";
 import { generatedModel, TINY } from "../support/models.js";
 import { keepWriting, startS3Store, type S3Store } from "../support/s3-proxy.js";
 
@@ -114,24 +114,26 @@ describe("a store whose conditional writes do not hold", () => {
       /the store behind s3:\/\/locks\/refusing\/lock\.json refuses a write under If-Match naming the object's own ETag \(HTTP 412, quoted and bare\).*--unsafe-s3-lock/,
     );
     expect(await lockText("refusing")).toBeUndefined();
-    // Told --unsafe-s3-lock, the run writes its lock with no condition at all, and renews it (every 0.3 s, past its 1.08 s lease).
-    const unsafe = await acquireS3Lock("s3://locks/refusing/", { client, unsafe: true, staleMs: 1200 });
-    await pause(1_500);
+    // Told --unsafe-s3-lock, the run writes its lock with no condition at all, and renews it (every second).
+    const unsafe = await acquireS3Lock("s3://locks/refusing/", { client, unsafe: true, staleMs: 4_000 });
+    await pause(2_500);
     expect(() => unsafe.assertHeld()).not.toThrow();
+    expect(JSON.parse((await lockText("refusing")) ?? "{}").beat).toBeGreaterThanOrEqual(2);
     await unsafe.release();
     expect(await lockText("refusing")).toBeUndefined();
   });
 
   it("a store that starts refusing the quoted form mid-run: the renewal is retried bare, and the lock goes on in that form", async () => {
-    const lock = await acquireS3Lock("s3://locks/form-change/", { client, staleMs: 1200 });
+    const lock = await acquireS3Lock("s3://locks/form-change/", { client, staleMs: 4_000 });
     try {
       expect(etagFormOf(client)).toBe("quoted");
       store.proxy.faults([{ method: "PUT", when: (req) => (req.headers["if-match"] ?? "").startsWith('"'), status: 412 }]);
-      // Renewals every 0.3 s, a 1.08 s lease: 2 s is past it unless the renewals go through.
-      await pause(2_000);
+      // Renewals every second: two of them, each refused quoted and taken bare.
+      await pause(2_500);
       expect(() => lock.assertHeld()).not.toThrow();
       expect(etagFormOf(client)).toBe("bare");
-      expect(JSON.parse((await lockText("form-change")) ?? "{}")).toMatchObject({ pid: process.pid });
+      expect(JSON.parse((await lockText("form-change")) ?? "{}")).toMatchObject({ pid: process.pid, beat: expect.any(Number) });
+      expect(JSON.parse((await lockText("form-change")) ?? "{}").beat).toBeGreaterThanOrEqual(2);
     } finally {
       store.proxy.faults([]);
       await lock.release();
@@ -140,12 +142,11 @@ describe("a store whose conditional writes do not hold", () => {
   });
 
   it("a renewal refused while no other run holds the lock: the store's conditional writes named (exit 2), never a stall", async () => {
-    const { cwd, input, job, restore } = runFolder("refused-renewal", 40);
-    process.env["TYPED_EVAL_S3_LOCK_STALE_MS"] = "1200";
+    const { cwd, input, job, restore } = runFolder(dir, "refused-renewal", 80, { ...store.env, TYPED_EVAL_S3_LOCK_STALE_MS: "4000" });
     const output = "s3://locks/refused/out.jsonl";
     let calls = 0;
     const evaluator = new FakeEvaluator(async (request) => {
-      // From the fifth answer on, every write under If-Match is refused (renewals every 0.3 s).
+      // From the fifth answer on, every write under If-Match is refused (renewals every second, a lease of 3.6 s).
       if (++calls === 5) store.proxy.faults([{ method: "PUT", when: (req) => req.headers["if-match"] !== undefined, status: 412 }]);
       await pause(50);
       return answer(request);
@@ -162,8 +163,9 @@ describe("a store whose conditional writes do not hold", () => {
       );
       expect(end.reason).not.toMatch(/stalled/);
       expect(exitCodeOf(end)).toBe(2);
-      // It stopped within a renewal or two of the refusals, not at the end of its lease or of the input.
-      expect(evaluator.calls.length).toBeLessThan(30);
+      // It stopped at the first renewal after the refusals began (within about 1 s: 20 answers), not at the end of its lease
+      // (72 answers) or of the input (80).
+      expect(evaluator.calls.length).toBeLessThan(60);
     } finally {
       store.proxy.faults([]);
       restore();
@@ -171,29 +173,9 @@ describe("a store whose conditional writes do not hold", () => {
   }, 30_000);
 });
 
-/** A run's folder with `records` and a one-question job; the store's variables and a staging folder set, and the folder made the working directory (the journal's local copy goes there) until `restore`. */
-function runFolder(name: string, records: number) {
-  const cwd = join(dir, name);
-  mkdirSync(cwd, { recursive: true });
-  const input = join(cwd, "in.jsonl");
-  writeFileSync(input, Array.from({ length: records }, (_, i) => `${JSON.stringify({ id: `s${i}`, text: `record ${i}` })}\n`).join(""));
-  const job = join(cwd, "job.json");
-  writeFileSync(job, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul" } } }));
-  const staging = join(cwd, "staging");
-  const saved = { ...process.env };
-  const home = process.cwd();
-  Object.assign(process.env, store.env, { TYPED_EVAL_STAGING: staging });
-  process.chdir(cwd);
-  const restore = () => {
-    process.env = saved;
-    process.chdir(home);
-  };
-  return { cwd, input, job, staging, restore };
-}
-
 describe("a stop while an S3 output is uploaded", () => {
   it("abandons the upload: stopped (143), nothing in S3, the staged file kept; the rerun uploads it asking nothing", async () => {
-    const { cwd, input, job, staging, restore } = runFolder("stop-upload", 20);
+    const { cwd, input, job, staging, restore } = runFolder(dir, "stop-upload", 20, store.env);
     const get = async (key: string) => (await store.client.send(new GetObjectCommand({ Bucket: "locks", Key: key }))).Body?.transformToString() ?? "";
     const evaluator = () =>
       new FakeEvaluator((request: SystemOneRequest) => ({
