@@ -95,9 +95,13 @@ format: $(NPM_STAMP)
 	npx biome check --write .
 
 CHROMIUM ?= /usr/bin/chromium
+# The S3 tests run against Ceph RGW from Debian's packages, started by the tests (test/support/rgw-setup.ts).
+CEPH_PROGRAMS := ceph-mon ceph-osd radosgw radosgw-admin monmaptool osdmaptool
+CEPH_MISSING = $(foreach p,$(CEPH_PROGRAMS),$(if $(shell PATH="$$PATH:/usr/sbin:/usr/bin" command -v $(p)),,$(p)))
 # The tests spawn the CLI a few hundred times: compiled, a spawn takes half the CPU of one through tsx.
 unit: $(NPM_STAMP) $(BUILD_STAMP)
 	@test -x $(CHROMIUM) || echo "*** No Chromium at $(CHROMIUM): the browser tests of the HTML reports will be SKIPPED (apt-get install -y chromium) ***" >&2
+	@$(if $(strip $(CEPH_MISSING)),echo "*** No Ceph RGW ($(strip $(CEPH_MISSING)) not found): the S3 tests against a real store will be SKIPPED (apt-get install -y radosgw ceph-mon ceph-osd ceph-common) ***" >&2,true)
 	CHROMIUM_PATH=$(CHROMIUM) npx vitest run
 
 # CPU_VARIANT=x64 (or sse42, sandybridge, ivybridge, piledriver, haswell...: a libggml-cpu-<variant>.so of
@@ -123,6 +127,7 @@ SOAK_TESTS := test/reliability $(filter-out test/reliability/%,$(shell grep -rl 
 FAKETIME_LIB ?= /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 soak: $(NPM_STAMP) $(BUILD_STAMP)
 	@test -e $(FAKETIME_LIB) || echo "*** No libfaketime: the wall-clock step case is SKIPPED (apt-get install -y faketime) ***" >&2
+	@$(if $(strip $(CEPH_MISSING)),echo "*** No Ceph RGW ($(strip $(CEPH_MISSING)) not found): the S3 tests against a real store will be SKIPPED (apt-get install -y radosgw ceph-mon ceph-osd ceph-common) ***" >&2,true)
 	SOAK=1 npx vitest run $(SOAK_TESTS)
 	PACKAGE_TEST=1 npx vitest run test/package
 

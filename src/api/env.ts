@@ -282,7 +282,9 @@ export function environmentMarkdown(): string {
     "names (`TYPED_EVAL_API_KEY` unless told), and a registry entry's key from",
     "its `api_key_env`; their values are never logged. The AWS SDK reads its own",
     "credential chain (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, ...), which typed-eval",
-    "does not read or check.",
+    "does not read or check; credentials the store rejects (an unknown access",
+    "key, a secret that does not match it, an expired session token) end the",
+    "command with exit 2 and one line naming the variable to fix.",
     "",
   ].join("\n");
 }

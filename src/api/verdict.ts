@@ -119,13 +119,27 @@ export class InputChangedError extends VerdictError {
   }
 }
 
-/** A store (S3, the local disk) failed past its retries, is full, or refused a write: the run stops resumable, its journal intact. */
+/**
+ * Why a store refused this client rather than failed: its credentials (a key
+ * it does not know, a signature or session token it rejects, a clock too far
+ * off to sign with) or their permission for what was asked.
+ */
+export type StoreRefusal = "credentials" | "permission";
+
+/**
+ * A store (S3, the local disk) failed past its retries, is full, or refused a
+ * write: the run stops resumable, its journal intact. One that `refused` this
+ * client is a setup mistake instead, as `classify` says.
+ */
 export class StorageError extends VerdictError {
   /** Where: the path or s3:// location that failed. */
   readonly location: string;
-  constructor(message: string, location: string, options?: ErrorOptions) {
+  /** Set when the store refused this client; kept by a `StorageError` that wraps another (its cause). */
+  readonly refused: StoreRefusal | undefined;
+  constructor(message: string, location: string, options?: ErrorOptions & { refused?: StoreRefusal | undefined }) {
     super("storage-unavailable", message, options);
     this.location = location;
+    this.refused = options?.refused ?? (options?.cause instanceof StorageError ? options.cause.refused : undefined);
   }
 }
 
@@ -219,6 +233,11 @@ function firstLine(message: string): string {
  *   file goes): the user's to fix (2) at the check, on the command line and
  *   before the run's first request (`paid` false); once it has begun
  *   answering, a storage failure (9), resumable: the journal keeps the work;
+ * - a store that refused this client (`StorageError.refused`): credentials it
+ *   rejects are a setting to fix (2) wherever met; a permission denied is
+ *   one too (2) at the check, on the command line and before the run's first
+ *   request, and once it has begun answering, a permission changed mid-run:
+ *   storage-unavailable (9), resumable;
  * - a connection failing (S3 down, refused, reset) or a store's 5xx or 403:
  *   storage-unavailable (9) in a run; on the command line, a problem with
  *   the host named (2);
@@ -226,6 +245,10 @@ function firstLine(message: string): string {
  */
 export function classify(error: unknown, stage: Stage, options: { paid?: boolean } = {}): Ending {
   const message = error instanceof Error ? error.message || error.name : String(error);
+  // Before anything is paid, what the user set up wrong is theirs to fix; afterwards the same failure may be the store's.
+  const usersToFix = stage === "check" || stage === "command" || !options.paid;
+  if (error instanceof StorageError && error.refused !== undefined)
+    return { verdict: error.refused === "credentials" || usersToFix ? "bad-input" : "storage-unavailable", reason: message };
   if (error instanceof VerdictError)
     return { verdict: error.verdict, reason: message, ...(error instanceof OutputClosedError ? { signal: error.signal } : {}) };
   if (error instanceof SourceError) return { verdict: error.absent ? "no-input" : "bad-input", reason: message };
@@ -234,7 +257,6 @@ export function classify(error: unknown, stage: Stage, options: { paid?: boolean
   const described = describeSystemError(error);
   const kind = systemErrorKind(error);
   if (kind === "file-system") {
-    const usersToFix = stage === "check" || stage === "command" || !options.paid;
     return { verdict: usersToFix ? "bad-input" : "storage-unavailable", reason: described ?? message };
   }
   if (kind === "network") return { verdict: stage === "command" ? "bad-input" : "storage-unavailable", reason: described ?? message };
