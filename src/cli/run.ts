@@ -4,6 +4,7 @@ import { setStorageRetry, STORAGE_RETRY_MS } from "../records/s3.js";
 import type { Argv, CommandModule } from "yargs";
 import type { Logger } from "../logging/logger.js";
 import { cliLogger } from "./logger.js";
+import { scrub } from "../logging/secrets.js";
 import { describeEstimate, estimateJob } from "../runner/estimate.js";
 import { parseShare } from "../records/job.js";
 import { describe as describeUsage } from "../records/usage.js";
@@ -247,7 +248,7 @@ function printEnd(end: RunOutcome): void {
     process.stderr.write(`${verdictLine(end)}${summary}`);
     return;
   }
-  if (end.verdict !== "done" && end.reason) process.stderr.write(`typed-eval: ${VERDICTS[end.verdict].headline}: ${end.reason}\n`);
+  if (end.verdict !== "done" && end.reason) process.stderr.write(scrub(`typed-eval: ${VERDICTS[end.verdict].headline}: ${end.reason}\n`));
   const review = end.summary.review;
   const errors = end.summary.records.failed && end.paths?.errors ? `; failed records: ${end.paths.errors}` : "";
   const routed = review ? `; review: ${review.file} (${review.below_threshold} below threshold, ${review.audit} audit)` : "";

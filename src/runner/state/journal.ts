@@ -9,6 +9,7 @@ import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, open
 import type { Answer, Usage } from "../../api/schema.js";
 import { InvocationError } from "../../api/errors.js";
 import { JournalIndex, keptHash } from "./index.js";
+import { scrub } from "../../logging/secrets.js";
 
 export interface AnswerEntry {
   k: "answer";
@@ -161,7 +162,9 @@ export class Journal {
    * the disk's error: the journal never holds half an entry followed by more.
    */
   append(entry: Entry): number {
-    const line = Buffer.from(`${JSON.stringify(entry)}\n`);
+    // A failure's message may quote what an endpoint answered: scrubbed on its way in (secrets.ts).
+    const safe = entry.k === "error" ? { ...entry, message: scrub(entry.message) } : entry;
+    const line = Buffer.from(`${JSON.stringify(safe)}\n`);
     const offset = this.size;
     const written = writeSync(this.fd, line);
     if (written !== line.length) {
