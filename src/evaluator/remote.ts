@@ -13,8 +13,11 @@ import { responseViolations } from "../api/consistency.js";
 import { offWireQuestions, validateResponseShape } from "../api/validate.js";
 import { isRetryableStatus } from "../api/errors.js";
 import { describeSystemError } from "../api/system-errors.js";
+import { requestChars } from "../api/billing.js";
 import { registerSecret, scrub } from "../logging/secrets.js";
 import type { EvaluateOptions, Evaluation, Evaluator, FirstContactOptions } from "./evaluator.js";
+import { renderPrefix, renderQuestion, TEMPLATES, type ChatTemplate, type Segment } from "./prompt.js";
+import { unitsOf } from "../questions/index.js";
 
 export interface RemoteOptions {
   /** Base URL, without `/v1/systemone`. */
@@ -326,8 +329,8 @@ export class RemoteEvaluator implements Evaluator {
   }
 
   estimateInputTokens(request: EvaluatorRequest): number {
-    const chars = JSON.stringify(request.state).length + JSON.stringify(request.questions).length;
-    return Math.ceil(chars / (this.options.charsPerToken ?? 4));
+    const chars = requestChars(request);
+    return Math.ceil((chars.state + chars.questions) / (this.options.charsPerToken ?? 4));
   }
 
   /** The headers of every call: JSON, who calls, and the key. */
@@ -424,6 +427,21 @@ export class RemoteEvaluator implements Evaluator {
   async close(): Promise<void> {
     this.agent.destroy();
   }
+}
+
+/**
+ * The characters of a request as the embedded model renders it (ChatML):
+ * the system text, the state's framing and each question's block and
+ * labels, around what the request carries. What an endpoint that renders
+ * as typed-eval does reads; `estimate` tells it beside characters / 4 of the
+ * request, which leaves an endpoint's framing out.
+ */
+export function embeddedRenderingChars(request: EvaluatorRequest): number {
+  const template = TEMPLATES["chatml"] as ChatTemplate;
+  const chars = (segments: readonly Segment[]) => segments.reduce((sum, s) => sum + s.text.length, 0);
+  let total = chars(renderPrefix(template, request.state, request.questions));
+  for (const { question } of unitsOf(request.questions).values()) total += chars(renderQuestion(template, question).suffix);
+  return total;
 }
 
 /** How long the first contact waits for the listing before leaving the verdict to the first request. */

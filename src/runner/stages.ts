@@ -10,6 +10,7 @@
  */
 import type { Logger } from "../logging/logger.js";
 import { scrubbedJson } from "../logging/secrets.js";
+import { noBilling } from "../api/billing.js";
 import { answerRecords, noStats, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
 import { writeOutputs, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
 import type { FileFormat } from "../records/formats.js";
@@ -241,6 +242,13 @@ function summaryBase(
     runs,
     setAside: answered?.inputEnded ? index?.setAside() : undefined,
     selection: selectionOf(options),
-    thisRun: { started, seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0, stats, sent, pace: options.limiter.paceReport() },
+    thisRun: {
+      started,
+      seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0,
+      stats,
+      sent,
+      billed: answered?.billed ?? noBilling(),
+      pace: options.limiter.paceReport(),
+    },
   };
 }

@@ -14,6 +14,7 @@ import {
   UpstreamUnavailableError,
 } from "../../api/errors.js";
 import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
+import { addBilled, noBilling, requestChars, type BillingSums } from "../../api/billing.js";
 import type { EvaluatorRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
@@ -84,6 +85,8 @@ function outcomeOf(error: unknown): AttemptOutcome {
 
 export class Sender {
   readonly counts: SendCounts = { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+  /** What the answered requests were billed, against their characters: the figures `estimate --from-usage` projects from. */
+  readonly billed: BillingSums = noBilling();
   /**
    * Open once the run's first request has had its first attempt without
    * ending the run; every other request waits for it. Undefined until the
@@ -147,6 +150,7 @@ export class Sender {
         opened?.();
         limiter.observe("ok");
         limiter.settle(estimate, evaluation.response.usage.input_tokens);
+        addBilled(this.billed, requestChars(request), evaluation.response.usage.input_tokens);
         return { ok: true, evaluation };
       } catch (error) {
         const final = this.failed(error, estimate, attempt);

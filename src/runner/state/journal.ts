@@ -7,6 +7,7 @@
  */
 import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import type { Answer, Usage } from "../../api/schema.js";
+import type { BillingSums } from "../../api/billing.js";
 import { InvocationError } from "../../api/errors.js";
 import { JournalIndex, keptHash } from "./index.js";
 import { scrub } from "../../logging/secrets.js";
@@ -63,6 +64,8 @@ export interface RunEntry {
   overloaded: number;
   /** Input tokens of requests that were sent but whose answer was not kept (failed attempts). */
   wasted_input_tokens: number;
+  /** What the requests answered since the previous entry were billed, against their characters (journals before it have none). */
+  billing?: BillingSums;
 }
 
 /**
