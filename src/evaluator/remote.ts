@@ -304,7 +304,8 @@ export class RemoteEvaluator implements Evaluator {
     this.base = options.baseUrl.replace(/\/+$/, "");
     this.endpoint = `${this.base}/v1/systemone`;
     this.url = new URL(this.endpoint);
-    // A password in the address (https://user:pass@host) is as secret as the key: no message shows it.
+    // The key (however it was read), and a password in the address (https://user:pass@host): no message shows either.
+    registerSecret(options.apiKey);
     if (this.url.password) registerSecret(decodeURIComponent(this.url.password));
     this.agent = this.url.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   }
