@@ -180,7 +180,7 @@ function notCounted(e: Estimate): string[] {
   if (e.method === "characters" && e.renderedInputTokens !== undefined && e.inputTokens > 0) {
     const times = e.renderedInputTokens / e.inputTokens;
     lines.push(
-      `                not counted: the endpoint's own framing (its system text, question blocks and option labels); rendered as the embedded model renders them, these requests come to about ${n(e.renderedInputTokens)} tokens (${n(times, 1)} times as many). Pass --from-usage with an earlier run's usage summary to project from what it was billed`,
+      `                not counted: the endpoint's own framing (its system text, question blocks and option labels); rendered as the embedded model renders them and counted the same way, these requests come to about ${n(e.renderedInputTokens)} tokens (${n(times, 1)} times as many). Pass --from-usage with an earlier run's usage summary to project from what it was billed`,
     );
   }
   const others = e.projection?.others ?? [];

@@ -55,7 +55,11 @@ describe("createLogger", () => {
       expect(lines).toHaveLength(1);
       expect(text).not.toContain(key.slice(0, 8));
       expect(text).not.toContain(key.slice(-8));
-      expect(lines[0]).toMatchObject({ msg: "failed with [redacted]", body: { echo: ["x[redacted]"] }, err: { message: "upstream said: Authorization [redacted]" } });
+      expect(lines[0]).toMatchObject({
+        msg: "failed with [redacted]",
+        body: { echo: ["x[redacted]"] },
+        err: { message: "upstream said: Authorization [redacted]" },
+      });
     } finally {
       forgetSecrets();
     }

@@ -102,7 +102,7 @@ describe("estimate --base-url --from-usage", () => {
     expect(characters.method).toBe("characters");
     const told = await cli(["estimate", night2, "--job", JOB, "--base-url", url]);
     expect(told.stdout).toMatch(
-      /not counted: the endpoint's own framing .* rendered as the embedded model renders them, these requests come to about [\d,]+ tokens \([\d.]+ times as many\)/,
+      /not counted: the endpoint's own framing .* rendered as the embedded model renders them and counted the same way, these requests come to about [\d,]+ tokens \([\d.]+ times as many\)/,
     );
 
     const projected = await cli(["estimate", night2, "--job", JOB, "--base-url", url, "--from-usage", `${out1}.usage.json`, "--json"]);
