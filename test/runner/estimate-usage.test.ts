@@ -18,7 +18,7 @@ import { LlamaEngine } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
 import { detectTemplate } from "../../src/evaluator/prompt.js";
 import { ModelRouter } from "../../src/evaluator/router.js";
-import type { UsageSummary } from "../../src/records/usage.js";
+import { emptySummary, type UsageSummary } from "../../src/records/usage.js";
 import type { Estimate } from "../../src/runner/estimate.js";
 import { buildServer } from "../../src/server/app.js";
 import { runInProcess } from "../support/cli.js";
@@ -153,18 +153,8 @@ describe("estimate --base-url --from-usage", () => {
     const empty = join(dir, "empty.usage.json");
     writeFileSync(
       empty,
-      JSON.stringify({
-        kind: "typed-eval.usage",
-        model: "m",
-        price_per_million_input_tokens: 0,
-        records: { read: 3, answered: 0, failed: 3, deduplicated: 0, resumed: 0, other_shards: 0 },
-        requests: { sent: 3, retries: 0, rate_limited: 0, overloaded: 0 },
-        tokens: { input: 0, output: 0, wasted_input: 0 },
-        cost_usd: 0,
-        seconds: 1,
-        records_per_second: 0,
-        tokens_per_second: 0,
-      }),
+      // A run whose every record failed: a summary, with nothing billed in it.
+      JSON.stringify({ ...emptySummary("m", 0), records: { read: 3, answered: 0, failed: 3, deduplicated: 0, resumed: 0, other_shards: 0 } }),
     );
     const nothing = await cli(["estimate", input, "--job", JOB, "--base-url", url, "--from-usage", empty]);
     expect(nothing.code).toBe(2);
