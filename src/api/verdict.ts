@@ -18,6 +18,7 @@
 import { InvocationError, TypedEvalError, UpstreamUnavailableError, AuthenticationError, PermissionDeniedError } from "./errors.js";
 import { EXIT, type ExitCode } from "./exit-codes.js";
 import { describeSystemError, systemErrorKind } from "./system-errors.js";
+import { scrub } from "../logging/secrets.js";
 
 export type Verdict =
   | "done"
@@ -69,7 +70,7 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
   "input-changed": {
     exit: () => EXIT.inputChanged,
     headline: "stopped: the input changed while it was read",
-    next: "rerun the same command to resume on the input as it is now (finished records are kept)",
+    next: "rerun the same command to resume on the input as it is now",
   },
   stopped: {
     exit: (signal) => (signal === "SIGINT" ? EXIT.interrupted : signal === "SIGPIPE" ? EXIT.outputClosed : EXIT.terminated),
@@ -341,7 +342,11 @@ function headlineOf(ending: Ending): string {
   return ending.signal ? `stopped by ${ending.signal}` : "stopped";
 }
 
-/** The one line (or two) a run that did not finish prints on stderr: what happened, where the work is kept, what to do, the exit code. */
+/**
+ * The one line (or two) a run that did not finish prints on stderr: what
+ * happened, where the work is kept (only when the journal holds a finished
+ * record), what to do, the exit code. Scrubbed: the reason may quote an endpoint.
+ */
 export function verdictLine(report: VerdictReport): string {
   const row = VERDICTS[report.verdict];
   const code = exitCodeOf(report);
@@ -349,5 +354,5 @@ export function verdictLine(report: VerdictReport): string {
   // A reader that closed the output (`| head -1`) may have read rows of it: they are not the whole output.
   const cut = report.signal === "SIGPIPE" ? " Whatever the reader took is not the whole output." : " No output was written.";
   const written = report.verdict === "done" || report.verdict === "failures" ? "" : cut;
-  return `typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`;
+  return scrub(`typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`);
 }
