@@ -433,7 +433,7 @@ svg text{font-size:11px;fill:#374151}svg text.small{font-size:10px}svg text.ligh
 .s0{fill:#2563eb}.s1{fill:#f59e0b}.earlier{fill:#9ca3af}.count{fill:#9ca3af}
 table.under{font-size:12px}
 .bad{color:#b91c1c;font-weight:600}.ok{color:#166534;font-weight:600}.muted{color:#6b7280}
-.sentence{font-size:17px;font-weight:600;margin:6px 0 4px}.model{margin:0 0 8px}
+.sentence{font-size:17px;font-weight:600;margin:6px 0 4px}.nowrap{white-space:nowrap}.model{margin:0 0 8px}
 .changed{background:#fef3c7;border:1px solid #f59e0b;border-radius:6px;padding:6px 10px;font-weight:600}
 table.verdict{margin:0;width:100%}table.verdict td,table.verdict th{text-align:left;vertical-align:top;font-size:13px;padding:3px 7px}
 .rules{columns:3 300px;column-gap:24px;font-size:12px;color:#374151;margin:8px 0 0}.rules div{break-inside:avoid;margin-bottom:4px}.rules dt{font-weight:600}.rules dd{margin:0}
