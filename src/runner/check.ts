@@ -5,8 +5,9 @@
  * summary, journal and its lock) can be created and written; the endpoint
  * settings hold together. Failures here are verdicts with nothing paid.
  */
+import { realpathSync } from "node:fs";
 import { connect } from "node:net";
-import { resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
 import { describeSystemError, systemCode } from "../api/system-errors.js";
 import { valueAt, type Source, type SourceItem } from "../records/source.js";
@@ -16,36 +17,103 @@ import type { EvaluatorRequest } from "../api/schema.js";
 import { ContextTooSmallError, type Evaluator } from "../evaluator/evaluator.js";
 import { contextSizeFor } from "../engines/llama.js";
 import { prepareItem, type Shard } from "./input/requests.js";
-import { isS3, s3Object } from "../records/s3.js";
-import { checkWritableFile } from "../records/local-files.js";
+import { isS3, refuseMistypedS3, s3Object } from "../records/s3.js";
+import { checkCreatableFile, checkWritableFile } from "../records/local-files.js";
+import { stagedPath } from "./output/s3-target.js";
 import { EndpointAbort } from "../api/verdict.js";
 
-/** Checks every local place a run writes, that S3 ones name objects (the store itself is checked by taking the lock), and that the answers do not replace the input. */
-export function checkPlaces(
-  paths: { output: string; errors: string | undefined; usage: string | undefined; summaryJson: string | undefined; journalPath: string },
-  input: string,
-  reviewFile: string | undefined,
-): void {
-  const { output } = paths;
-  if (output !== "-" && !isS3(output) && input !== "-" && !isS3(input) && resolve(output) === resolve(input)) {
-    throw new InvocationError(`-o ${output} is the input itself: the answers would replace it; write them elsewhere`);
-  }
-  const places: [string | undefined, string][] = [
-    [output === "-" ? undefined : output, "--output"],
-    [paths.errors, "--errors"],
+/** The places a run's paths name for writing, each with the flag or file that names it (stdout left out). */
+type Places = { output: string; errors: string | undefined; usage: string | undefined; summaryJson: string | undefined; journalPath: string };
+
+function placesOf(paths: Places, reviewFile: string | undefined): [string, string][] {
+  // The output and the places named after it first: of two places that are one file, the later is the one to rename.
+  const named: [string | undefined, string][] = [
+    [paths.output === "-" ? undefined : paths.output, "--output"],
     [paths.usage, "the usage summary"],
     [reviewFile, "the review file"],
-    [paths.summaryJson, "--summary-json"],
     [paths.journalPath, "--journal"],
     [`${paths.journalPath}.lock`, "the journal's lock"],
+    [paths.errors, "--errors"],
+    [paths.summaryJson, "--summary-json"],
   ];
-  for (const [place, flag] of places) if (place !== undefined) checkPlace(place, flag);
+  return named.filter((place): place is [string, string] => place[0] !== undefined);
 }
 
-/** One place the run writes, local (writable, not a folder) or S3 (an object, not a prefix). */
+/**
+ * Checks, before anything is paid, every place a run writes: none is
+ * another's file or the input itself, each local one can be created and
+ * written, each S3 one names an object whose staging copy
+ * ($TYPED_EVAL_STAGING) can be written (the store itself is checked by
+ * taking the lock). A place written as S3 but mistyped (`S3://`, `s3:/`) is
+ * refused naming the spelling that works.
+ */
+export function checkPlaces(paths: Places, input: string): void {
+  refuseMistypedS3(input, "the input");
+  const places = placesOf(paths, undefined);
+  for (const [place, flag] of places) refuseMistypedS3(place, flag);
+  checkApart(places, input);
+  for (const [place, flag] of places) checkPlace(place, flag);
+}
+
+/** The review file, once the answers' format names it: checked as every other place, and apart from them. */
+export function checkReviewPlace(paths: Places, input: string, reviewFile: string): void {
+  checkApart(placesOf(paths, reviewFile), input);
+  checkPlace(reviewFile, "the review file");
+}
+
+/** One place the run writes, local (writable, not a folder) or S3 (an object, not a prefix, and its staging copy writable). */
 export function checkPlace(place: string, flag: string): void {
-  if (isS3(place)) s3Object(place, flag);
-  else checkWritableFile(place, flag);
+  if (!isS3(place)) return checkWritableFile(place, flag);
+  s3Object(place, flag);
+  checkCreatableFile(stagedPath(place), `$TYPED_EVAL_STAGING (where ${flag} ${place} is assembled before its upload)`);
+}
+
+/**
+ * No two places one file, and none the input: two flags naming one file
+ * (`--errors a.jsonl -o a.jsonl`) would write one over the other after every
+ * record was paid for.
+ */
+function checkApart(places: readonly [string, string][], input: string): void {
+  const inputKey = input === "-" ? undefined : placeKey(input);
+  const seen = new Map<string, [string, string]>();
+  for (const [place, flag] of places) {
+    const key = placeKey(place);
+    if (key === inputKey) throw new InvocationError(`${flag} ${place} is the input itself: writing it would replace the input; write it elsewhere`);
+    if (inputKey?.endsWith("/") && isS3(place) && key.startsWith(inputKey)) {
+      throw new InvocationError(`${flag} ${place} is under the input prefix ${input}: a later run would read it as input; write it elsewhere`);
+    }
+    const other = seen.get(key);
+    if (other)
+      throw new InvocationError(`${other[1]} ${other[0]} and ${flag} ${place} are one file: each place a run writes needs its own; name another for ${flag}`);
+    seen.set(key, [place, flag]);
+  }
+}
+
+/**
+ * Whether `--summary-json` names a file of its own (not the input, not
+ * another place of the run): a run refused at the check still writes it,
+ * which must never replace the input, an output or the journal.
+ */
+export function summaryApart(paths: Places, input: string): boolean {
+  if (paths.summaryJson === undefined) return false;
+  const own = placeKey(paths.summaryJson);
+  if (input !== "-" && own === placeKey(input)) return false;
+  return !placesOf(paths, undefined).some(([place, flag]) => flag !== "--summary-json" && placeKey(place) === own);
+}
+
+/** What a place is, whatever its spelling: an S3 location as written, a local path resolved through its links. */
+function placeKey(place: string): string {
+  if (isS3(place)) return place;
+  const path = resolve(place);
+  try {
+    return realpathSync(path);
+  } catch {
+    try {
+      return join(realpathSync(dirname(path)), basename(path));
+    } catch {
+      return path;
+    }
+  }
 }
 
 /**

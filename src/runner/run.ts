@@ -10,7 +10,7 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkContextFits, checkPlace, checkPlaces, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
+import { checkContextFits, checkPlaces, checkReviewPlace, summaryApart, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
 import type { FileFormat } from "../records/formats.js";
 import { parseShard, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
@@ -144,10 +144,10 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   const job = readJob(settings.jobFile, settings.model);
   const paths = runPaths(settings, request.places);
   // The places first: an output that is a folder or an S3 prefix is named as one before its name is read for a format.
-  checkPlaces(paths, settings.input, undefined);
+  checkPlaces(paths, settings.input);
   const answersFormat = answersFormatOf(paths.output, request.places);
   const shaping = outputPolicy(request.shaping, settings.jobFile, job, { sidecar: paths.sidecar, answersFormat }, request.logger);
-  if (shaping.policy.reviewFile !== undefined) checkPlace(shaping.policy.reviewFile, "the review file");
+  if (shaping.policy.reviewFile !== undefined) checkReviewPlace(paths, settings.input, shaping.policy.reviewFile);
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
   const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
   warnMissingKeep(job, window, request.logger);
@@ -298,7 +298,9 @@ async function endEarly(
   const refused = failure.verdict === "locked";
   const usage = paths?.usage === undefined || !paid ? undefined : target(paths.usage);
   const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
-  const own = summaryJson !== undefined && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
+  // Never over the input or another place of the run (the check refused that, and says so on stderr).
+  const apart = paths === undefined || summaryApart(paths, settings.input);
+  const own = summaryJson !== undefined && apart && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
   const { ending, summary } = await writeSummaries([own, usage], failure, summarise, request.logger);
   return { ...ending, summary, journal, paths, written: false };
 }
