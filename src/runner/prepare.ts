@@ -26,7 +26,7 @@ import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
 import { localTarget, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
-import { isS3 } from "../records/s3.js";
+import { isS3, refuseMistypedS3 } from "../records/s3.js";
 import { reviewThresholds } from "./output/review.js";
 
 /** The environment variable that names a remote endpoint when --base-url is not given. */
@@ -118,6 +118,8 @@ export async function openEvaluator(
 /** The input, as a source with --limit or --sample applied. */
 export async function openSource(settings: JobSettings, job: Job, logger: Logger): Promise<Source> {
   const fields = fieldsRead(job);
+  // `S3://...` read as a local path would be absent (exit 6, "skipped"): named as what it meant, for estimate and calibrate too.
+  refuseMistypedS3(settings.input, "the input");
   // A file typed-eval wrote that holds no records (a run's errors, journal or summary): refused by name, not answered line by line.
   refuseOtherKinds(settings.input, ["answers"], "records to answer");
   let source: Source = isS3(settings.input)

@@ -14,6 +14,7 @@ import { runLifecycle } from "../../src/runner/run.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 import { lifecycleRequest } from "../support/lifecycle.js";
 import { unprivileged } from "../support/unprivileged.js";
+import { runInProcess } from "../support/cli.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-places-"));
 // Readable and writable by the unprivileged user the read-only case runs as.
@@ -175,5 +176,13 @@ describe("an S3 location mistyped", () => {
     expect(end.reason).toMatch(message);
     expect(evaluator.calls).toHaveLength(0);
     expect(readdirSync(here)).toEqual([]);
+  });
+
+  it("estimate names the same spelling (it read S3:// as an absent local file: exit 6)", async () => {
+    const r = await runInProcess(["estimate", "S3://bucket/tickets/today.jsonl", "--job", job], { TYPED_EVAL_LOG_LEVEL: "error" });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(
+      /^typed-eval: the input S3:\/\/bucket\/tickets\/today\.jsonl is not an S3 location as written: write it s3:\/\/bucket\/tickets\/today\.jsonl/,
+    );
   });
 });
