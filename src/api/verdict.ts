@@ -184,6 +184,18 @@ export class OutputClosedError extends endingIn("stopped") {
   readonly signal = "SIGPIPE" as const;
 }
 
+/**
+ * The reader closing a command's output (EPIPE, or a stream destroyed by it):
+ * the one conversion every command's stdout takes, a run's `-o -` and any
+ * other command's printing alike (`assess --json | head -c 100`): stopped,
+ * exit 141, as a shell's own commands end under SIGPIPE.
+ */
+export function outputClosed(error: unknown): OutputClosedError | undefined {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== "EPIPE" && code !== "ERR_STREAM_DESTROYED") return undefined;
+  return new OutputClosedError("whoever read the output closed it (EPIPE)", { cause: error });
+}
+
 /** The stages of a run, in order, and "command" for an error that reached the command line outside a run. */
 export type Stage = "check" | "lock" | "model" | "journal" | "answer" | "write" | "summary" | "release" | "command";
 

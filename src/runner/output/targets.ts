@@ -9,7 +9,7 @@
  * flush and the close all reach the caller; none is only logged.
  */
 import { closeSync, fstatSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
-import { OutputClosedError } from "../../api/verdict.js";
+import { outputClosed } from "../../api/verdict.js";
 import { syncFolder } from "../../records/local-files.js";
 
 /** An output being written: chunks in (each awaited), then `commit` makes it final or `abort` discards it. */
@@ -128,8 +128,8 @@ function detach(out: NodeJS.WriteStream, onError: (error: Error) => void): void 
 }
 
 function closedOrError(error: Error): Error {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === "EPIPE" || code === "ERR_STREAM_DESTROYED") return new OutputClosedError("whoever read the output closed it (EPIPE)", { cause: error });
+  const closed = outputClosed(error);
+  if (closed) return closed;
   // A write to stdout names no path: the message says which output it was (`-o - > /dev/full`).
   if ((error as NodeJS.ErrnoException).path === undefined) Object.assign(error, { path: "stdout" });
   return error;
