@@ -8,7 +8,7 @@
 import { realpathSync } from "node:fs";
 import { connect } from "node:net";
 import { basename, dirname, join, resolve } from "node:path";
-import { InvocationError } from "../api/errors.js";
+import { InvocationError, TypedEvalError } from "../api/errors.js";
 import { describeSystemError, systemCode } from "../api/system-errors.js";
 import { valueAt, type Source, type SourceItem } from "../records/source.js";
 import type { Job } from "../records/job.js";
@@ -187,7 +187,9 @@ export function warnMissingKeep(job: Job, window: readonly SourceItem[], logger:
  * A remote evaluator holds no window here: nothing to check.
  */
 export function checkContextFits(evaluator: Evaluator, job: Job, window: readonly SourceItem[], shard: Shard | undefined): void {
-  const fixed = tooSmall(evaluator, { state: "", model: job.model, questions: job.questions });
+  const empty: EvaluatorRequest = { state: "", model: job.model, questions: job.questions };
+  const fixed = tooSmall(evaluator, empty);
+  if (!fixed) refuseQuestionsAlone(evaluator, empty);
   if (fixed) {
     throw new InvocationError(
       `--context-size: the context window is ${fixed.window} tokens, but the fixed part of the prompt (the system text and the longest question with its labels) needs ${fixed.need}: pass --context-size ${contextSizeFor(fixed.need)} or more`,
@@ -203,6 +205,22 @@ export function checkContextFits(evaluator: Evaluator, job: Job, window: readonl
   if (worst) {
     throw new InvocationError(
       `--context-size: the context window is ${worst.window} tokens, but the record on line ${worst.line} (of the first ${window.length}) needs ${worst.need} with its longest question: pass --context-size ${contextSizeFor(worst.need)} or more`,
+    );
+  }
+}
+
+/**
+ * The questions alone (an empty state) over the model's other limits (a
+ * question of 100 KB of instructions: over the 32k-token limit whatever the
+ * state): every record would fail alike, so the job is refused here.
+ */
+function refuseQuestionsAlone(evaluator: Evaluator, empty: EvaluatorRequest): void {
+  try {
+    evaluator.estimateInputTokens(empty);
+  } catch (error) {
+    if (!(error instanceof TypedEvalError)) throw error;
+    throw new InvocationError(
+      `the job's questions alone (with an empty state) are over the model's limits, so every record would fail: ${error.message} Shorten the instructions, or split the questions over several jobs`,
     );
   }
 }
