@@ -41,13 +41,15 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
     const data = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
     pending = [];
     pendingBytes = 0;
-    for (let at = 0; at < data.length; ) at += writeSync(fd, data, at, data.length - at);
+    onDisk(path, () => {
+      for (let at = 0; at < data.length; ) at += writeSync(fd, data, at, data.length - at);
+    });
     written += data.length;
   };
   const close = () => {
     if (closed) return;
     closed = true;
-    closeSync(fd);
+    onDisk(path, () => closeSync(fd));
   };
   return {
     write: async (chunk) => {
@@ -62,7 +64,7 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
     },
     commit: async (stop) => {
       if (pendingBytes > 0) flush();
-      fsyncSync(fd);
+      onDisk(path, () => fsyncSync(fd));
       const size = fstatSync(fd).size;
       close();
       if (size !== written) throw Object.assign(new Error(`${partial} holds ${size} bytes, not the ${written} written`), { code: "EIO", path: partial });
@@ -78,6 +80,20 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
       }
     },
   };
+}
+
+/**
+ * Runs a write to the file at `path`: its error names the file (a write, a
+ * flush or a close says ENOSPC without a path, and "no space left on the
+ * device" alone does not say which output, on which disk).
+ */
+function onDisk<T>(path: string, work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    if (error instanceof Error && (error as NodeJS.ErrnoException).path === undefined) Object.assign(error, { path });
+    throw error;
+  }
 }
 
 /** Stdout as an output: each write waits for the pipe, and its errors end the write (EPIPE as the reader closing it). */
