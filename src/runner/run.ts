@@ -183,7 +183,7 @@ async function lockStage(request: RunInvocation, paths: RunPaths): Promise<Held>
     return await takeLock(request, paths);
   } catch (error) {
     if (!(error instanceof LockedError)) throw error;
-    throw new LockRefusedError(error.message, { cause: error });
+    throw new LockRefusedError(error.message, { cause: error, next: error.next });
   }
 }
 
