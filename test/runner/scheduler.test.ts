@@ -286,8 +286,16 @@ describe("scheduler-grade runs", () => {
     const out = join(dir, "l.out.jsonl");
     const args = ["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "2"];
     const first = start(args);
-    await until(() => existsSync(`${out}.journal.lock`), "the lock");
-    const holder = JSON.parse(readFileSync(`${out}.journal.lock`, "utf8")) as { pid: number };
+    // Until it names its holder: read between the lock's create and its write, it is empty for a moment.
+    const named = () => {
+      try {
+        return JSON.parse(readFileSync(`${out}.journal.lock`, "utf8")) as { pid: number };
+      } catch {
+        return undefined;
+      }
+    };
+    await until(() => named() !== undefined, "the lock naming its holder");
+    const holder = named() as { pid: number };
     const started = Date.now();
     const second = await runCli(args, { cwd: dir, env: env() });
     expect(second.code).toBe(7);
