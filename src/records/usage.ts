@@ -9,13 +9,20 @@
 export interface DuplicateIds {
   /** Rows whose id an earlier row (in input order) already had. */
   rows: number;
-  /** The first repeats in input order: the id, the line it first appeared on, the line that repeats it. */
-  examples: { id: string; first_line: number; line: number }[];
+  /**
+   * The first repeats in input order: the id, the line it first appeared on, the line that repeats it, and
+   * when the two are in different files (the objects of an S3 prefix), both files.
+   */
+  examples: { id: string; first_line: number; line: number; first_source?: string; source?: string }[];
 }
 
-/** One line for people: how many rows repeat an id, and the first of them. */
+/** One line for people: how many rows repeat an id, and the first of them (with their files, when two files hold them). */
 export function describeDuplicates(d: DuplicateIds): string {
-  const shown = d.examples.map((e) => `${JSON.stringify(e.id)} (lines ${e.first_line} and ${e.line})`).join(", ");
+  const where = (e: DuplicateIds["examples"][number]) =>
+    e.first_source !== undefined && e.source !== undefined
+      ? `${e.first_source} line ${e.first_line} and ${e.source} line ${e.line}`
+      : `lines ${e.first_line} and ${e.line}`;
+  const shown = d.examples.map((e) => `${JSON.stringify(e.id)} (${where(e)})`).join(", ");
   return `${d.rows.toLocaleString("en-US")} row${d.rows === 1 ? " repeats an id" : "s repeat an id"} an earlier row has, such as ${shown}: every row is kept; assess, calibrate and report key rows by id and line`;
 }
 

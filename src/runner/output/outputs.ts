@@ -214,7 +214,7 @@ function openOutputs(places: OutputPlaces, policy: OutputPolicy, spec: WriterSpe
 /** One record's row: an answer to the answers (and the review file when it is routed there), an error to the errors output. */
 async function writeRow(writing: Writing, entry: RecordEntry, job: Job, maps: CalibrationMaps | undefined, policy: OutputPolicy): Promise<void> {
   const { counts } = writing;
-  if (writing.duplicates.see(entry.id, entry.line)) counts.duplicateIds = writing.duplicates.result();
+  if (writing.duplicates.see(entry.id, entry.line, entry.source)) counts.duplicateIds = writing.duplicates.result();
   if (entry.k === "error") {
     await writing.errors.write(
       `${JSON.stringify({ line: entry.line, source: entry.source, id: entry.id, status: entry.status, type: entry.type, message: entry.message })}\n`,
