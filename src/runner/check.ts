@@ -90,15 +90,16 @@ function checkApart(places: readonly [string, string][], input: string): void {
 }
 
 /**
- * Whether `--summary-json` names a file of its own (not the input, not
- * another place of the run): a run refused at the check still writes it,
- * which must never replace the input, an output or the journal.
+ * Whether `place` is a file of its own: not the input, not another place of
+ * the run (those named by other than `flag`). A run refused at the check
+ * still writes its `--summary-json`, and a run that routes no rows to review
+ * removes an earlier review file: neither may touch the input, an output or
+ * the journal.
  */
-export function summaryApart(paths: Places, input: string): boolean {
-  if (paths.summaryJson === undefined) return false;
-  const own = placeKey(paths.summaryJson);
+export function ownFile(place: string, flag: string, paths: Places, input: string): boolean {
+  const own = placeKey(place);
   if (input !== "-" && own === placeKey(input)) return false;
-  return !placesOf(paths, undefined).some(([place, flag]) => flag !== "--summary-json" && placeKey(place) === own);
+  return !placesOf(paths, undefined).some(([other, by]) => by !== flag && placeKey(other) === own);
 }
 
 /** What a place is, whatever its spelling: an S3 location as written, a local path resolved through its links. */

@@ -294,8 +294,10 @@ export function outputPolicy(
   const auditText = settings.auditSample ?? job.audit_sample;
   const auditRate = auditText === undefined ? 0 : parseShare(auditText);
   if (auditRate === undefined) throw new InvocationError(`--audit-sample takes a share such as 1% or 0.01, not ${JSON.stringify(auditText)}`);
+  const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
+  // Not reviewing: an earlier run's review file beside these answers goes once they are written (an S3 one is left, and named in no summary).
+  if (below === undefined && auditRate === 0 && !isS3(reviewFile)) policy.formerReview = reviewFile;
   if (below !== undefined || auditRate > 0) {
-    const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
     policy.review = {
       policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: settings.auditSeed },
       target: targetOf(reviewFile),

@@ -10,7 +10,7 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkContextFits, checkPlaces, checkReviewPlace, summaryApart, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
+import { checkContextFits, checkPlaces, checkReviewPlace, ownFile, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
 import type { FileFormat } from "../records/formats.js";
 import { parseShard, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
@@ -148,6 +148,9 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   const answersFormat = answersFormatOf(paths.output, request.places);
   const shaping = outputPolicy(request.shaping, settings.jobFile, job, { sidecar: paths.sidecar, answersFormat }, request.logger);
   if (shaping.policy.reviewFile !== undefined) checkReviewPlace(paths, settings.input, shaping.policy.reviewFile);
+  // An earlier run's review file is removed once the outputs are written: never one that is another place of this run.
+  const former = shaping.policy.formerReview;
+  if (former !== undefined && !ownFile(former, "the review file", paths, settings.input)) shaping.policy.formerReview = undefined;
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
   const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
   warnMissingKeep(job, window, request.logger);
@@ -299,7 +302,7 @@ async function endEarly(
   const usage = paths?.usage === undefined || !paid ? undefined : target(paths.usage);
   const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
   // Never over the input or another place of the run (the check refused that, and says so on stderr).
-  const apart = paths === undefined || summaryApart(paths, settings.input);
+  const apart = paths === undefined || summaryJson === undefined || ownFile(summaryJson, "--summary-json", paths, settings.input);
   const own = summaryJson !== undefined && apart && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
   const { ending, summary } = await writeSummaries([own, usage], failure, summarise, request.logger);
   return { ...ending, summary, journal, paths, written: false };

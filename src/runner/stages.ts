@@ -114,6 +114,11 @@ async function writeStage(options: OpenedRun, index: JournalIndex, answered: Ans
     const counts = await writeOutputs(records, options.job, { answers: options.answers, errors: options.errors }, options.output, options.stop);
     // Repeated ids are kept (each row is its own record) but said out loud: a join on id downstream would double them.
     if (counts.duplicateIds) options.logger.warn({ duplicate_ids: counts.duplicateIds }, describeDuplicates(counts.duplicateIds));
+    if (counts.formerReviewRemoved)
+      options.logger.warn(
+        { review: counts.formerReviewRemoved },
+        `removed ${counts.formerReviewRemoved}: an earlier run's review rows, for answers these replace; this run routes no rows to review (no --review-below, review_below or audit sample)`,
+      );
     return counts;
   } catch (error) {
     if (options.stop?.aborted)

@@ -6,6 +6,7 @@
  * gives the same file), and every write is checked (targets.ts): a crash, a
  * full disk or a stop never leaves an output that looks complete.
  */
+import { existsSync, rmSync } from "node:fs";
 import { flatColumns, KeptKindsOf, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../../records/job.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
@@ -84,6 +85,8 @@ export interface WrittenCounts {
   duplicateIds?: DuplicateIds | undefined;
   /** Mean label distribution per question before and after calibration: how far it moved the labels. */
   shares?: { before: Record<string, number[]>; after: Record<string, number[]> };
+  /** The review file an earlier run of this output left, removed once these outputs were final (this run routes no rows). */
+  formerReviewRemoved?: string | undefined;
 }
 
 /** How the answers are shaped on the way out. */
@@ -96,6 +99,12 @@ export interface OutputPolicy {
   forceBatch?: boolean | undefined;
   /** Start delimited text outputs (CSV) with a UTF-8 byte order mark. */
   csvBom?: boolean | undefined;
+  /**
+   * Where this output's review file is, when this run routes no rows to
+   * review (a local path): one an earlier run left there is removed once the
+   * outputs are final, as it belongs to answers that are no longer there.
+   */
+  formerReview?: string | undefined;
 }
 
 /** Where the outputs go: the answers (in their format) and the failed records. */
@@ -151,6 +160,11 @@ export async function writeOutputs(
     throw error;
   }
   if (writing.before && writing.after) writing.counts.shares = { before: writing.before.priors(), after: writing.after.priors() };
+  // An earlier run's review rows beside answers that replaced theirs would send people rows of another labelling.
+  if (!policy.review && policy.formerReview !== undefined && existsSync(policy.formerReview)) {
+    rmSync(policy.formerReview, { force: true });
+    writing.counts.formerReviewRemoved = policy.formerReview;
+  }
   return writing.counts;
 }
 
