@@ -195,6 +195,13 @@ export interface RunPaths {
   remoteJournal: string | undefined;
   /** What the journal is bound to: a resolved path, an S3 location or "stdin". */
   inputId: string;
+  /**
+   * A stdin-to-stdout run's journal (under .typed-eval/, named from the
+   * stream's first records by `streamJournal`): kept only until its run is
+   * done, since the next stream is another input and its answers went down
+   * the pipe.
+   */
+  transient: boolean;
 }
 
 /** Resolves where a run writes (`-o` default, sidecars, the journal beside the output or under .typed-eval/). */
@@ -214,7 +221,25 @@ export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shar
     journalPath: remoteJournal ? defaultJournal(settings, output, remoteJournal) : journalLocation,
     remoteJournal,
     inputId: input === "-" ? "stdin" : isS3(input) ? input : resolve(input),
+    transient: input === "-" && output === "-" && places.journal === undefined,
   };
+}
+
+/**
+ * The journal of a stdin-to-stdout run, named from the stream's first
+ * records (those the check read) as well as the job and shard: the same
+ * stream piped again after a crash resumes its journal; tonight's stream is
+ * not taken for last night's (which had reported last night's records as
+ * gone and added its spending to tonight's). Kept until its run is done.
+ */
+export function streamJournal(settings: Pick<JobSettings, "jobFile" | "shard">, paths: RunPaths, first: readonly unknown[]): RunPaths {
+  if (!paths.transient) return paths;
+  const key = createHash("sha256")
+    .update(JSON.stringify([resolve(settings.jobFile), "stdin", "-", settings.shard ?? ""]))
+    .update(JSON.stringify(first))
+    .digest("hex")
+    .slice(0, 16);
+  return { ...paths, journalPath: `.typed-eval/journal-stdin-${key}.jsonl` };
 }
 
 /**

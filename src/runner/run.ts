@@ -24,6 +24,7 @@ import {
   openModelFor,
   readJob,
   runPaths,
+  streamJournal,
   targetOf,
   type JobSettings,
   type OpenModel,
@@ -154,7 +155,9 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
   const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
   warnMissingKeep(job, window, request.logger);
-  return { paths, answersFormat, job, shard, source, window, shaping };
+  // Stdin to stdout: the journal is named from the stream's first records (its folder was checked above).
+  const records = window.map((item) => ("record" in item ? item.record : item));
+  return { paths: streamJournal(settings, paths, records), answersFormat, job, shard, source, window, shaping };
 }
 
 /** The model stage: the model opened, a remote endpoint reachable, a calibration fitted for it. */
@@ -244,6 +247,7 @@ function jobOptions(request: RunInvocation, checked: Checked, opened: Awaited<Re
     journalPath: paths.journalPath,
     // The summary names where the journal lives for good: a mirrored one's local copy is deleted once S3 holds it.
     journalName: paths.remoteJournal ?? paths.journalPath,
+    dropJournalWhenDone: paths.transient,
     answers: { target: target(paths.output), format: answersFormat },
     errors: paths.errors === undefined ? discarded() : target(paths.errors),
     usage: paths.usage === undefined ? undefined : target(paths.usage),

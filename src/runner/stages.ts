@@ -8,6 +8,7 @@
  * end reached, every record with a result, the outputs written and checked),
  * by `decide` in api/verdict.ts, never from counters alone.
  */
+import { rmSync } from "node:fs";
 import type { Logger } from "../logging/logger.js";
 import { answerRecords, noStats, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
 import { writeOutputs, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
@@ -40,6 +41,8 @@ export interface OpenedRun extends AnswerOptions {
   inputId?: string | undefined;
   /** Calibration, review routing and CSV options applied when the outputs are written. */
   output?: RunShaping | undefined;
+  /** Remove the journal once the run is done (a stdin-to-stdout run's: nothing later resumes it). */
+  dropJournalWhenDone?: boolean | undefined;
   openJournal?: OpenJournal | undefined;
 }
 
@@ -97,7 +100,8 @@ export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
     sameReason: answered.sameReason,
   });
   const base = summaryBase(options, identity, opened.runs, answered, opened.index);
-  return finishRun(options, base, { ending, written: counts, kept: opened.index.size > 0 });
+  const dropped = ending.verdict === "done" && options.dropJournalWhenDone === true && dropJournal(options.journalPath, options.logger);
+  return finishRun(options, base, { ending, written: counts, kept: opened.index.size > 0 && !dropped, dropped });
 }
 
 /** Whether the answer stage left every record of the whole input with a result: only then are outputs written. */
@@ -127,6 +131,17 @@ async function writeStage(options: OpenedRun, index: JournalIndex, answered: Ans
   }
 }
 
+/** Removes a done run's journal that nothing will resume; false (and a warning) when it cannot be removed. */
+function dropJournal(path: string, logger: Logger): boolean {
+  try {
+    rmSync(path, { force: true });
+    return true;
+  } catch (error) {
+    logger.warn({ journal: path }, `could not remove the journal ${path} of a done run: ${classify(error, "release").reason}`);
+    return false;
+  }
+}
+
 /** An error that ended a stage, as its ending (a bug's stack to the debug log). */
 function stageEnding(error: unknown, stage: Stage, paid: boolean, logger: Logger): Ending {
   const ending = classify(error, stage, { paid });
@@ -138,7 +153,7 @@ function stageEnding(error: unknown, stage: Stage, paid: boolean, logger: Logger
 async function finishRun(
   options: OpenedRun,
   base: SummaryBase,
-  end: { ending: Ending; written: WrittenCounts | undefined; kept: boolean },
+  end: { ending: Ending; written: WrittenCounts | undefined; kept: boolean; dropped?: boolean },
 ): Promise<StagesOutcome> {
   const { written } = end;
   options.onEnding?.(end.ending);
@@ -152,7 +167,8 @@ async function finishRun(
     Object.assign(runSummary(base, outputs, ending.verdict), {
       verdict: ending.verdict,
       reason: ending.reason,
-      journal: options.journalName ?? options.journalPath,
+      // A journal removed once done (stdin to stdout) is named nowhere.
+      ...(end.dropped ? {} : { journal: options.journalName ?? options.journalPath }),
     });
   if (written && Object.keys(written.models).length > 1) options.logger.warn({ answered_by: written.models }, "the rows were answered by more than one model");
   const { ending, summary } = await writeSummaries([options.summaryJson, options.usage], end.ending, summarise, options.logger);
