@@ -71,6 +71,7 @@ export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
     opened = await (options.openJournal ?? Journal.open)(options.journalPath, {
       input: options.inputId,
       byId: options.job.id !== undefined,
+      onUnreadable: (message) => options.logger.warn({ journal: options.journalPath }, message),
     });
   } catch (error) {
     await options.limiter.stop();

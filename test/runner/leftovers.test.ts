@@ -5,10 +5,12 @@
  * cannot be read; states that say nothing ("", "NaN", a bare number).
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { Writable } from "node:stream";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { createLogger } from "../../src/logging/logger.js";
 import { runLifecycle } from "../../src/runner/run.js";
 import { FakeEvaluator } from "../support/fake-evaluator.js";
 import { lifecycleRequest } from "../support/lifecycle.js";
@@ -125,4 +127,77 @@ describe("stdin to stdout across nights", () => {
     expect(thursday.summary).toMatchObject({ records: { read: 2, answered: 2, resumed: 0 }, requests: { sent: 2 } });
     expect(journals()).toHaveLength(1);
   }, 60_000);
+});
+
+describe("a journal that cannot be read", () => {
+  /** A logger whose warnings the test reads. */
+  function warnings() {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    return { logger: createLogger({ destination, level: "warn" }), lines: () => lines.map((l) => (JSON.parse(l) as { msg: string }).msg) };
+  }
+
+  it.each([
+    ["a line of garbage among the entries, and zeros at its end (a disk that lost data it had sized)", "some"],
+    ["zeros from start to end (no newline left: it was cut to nothing in silence)", "all"],
+  ])("%s: set aside with a loud warning naming the copy kept, and only the lost records asked again", async (_what, how) => {
+    const name = `garbage-${how}`;
+    const input = writeInput(
+      name,
+      Array.from({ length: 10 }, (_, i) => `text ${i}`),
+    );
+    const job = writeJob(name);
+    const output = join(dir, `${name}.out.jsonl`);
+    expect((await runLifecycle(lifecycleRequest(input, job, output, new FakeEvaluator()))).verdict).toBe("done");
+    const journal = `${output}.journal`;
+    const good = readFileSync(journal, "utf8");
+    let broken: string;
+    if (how === "some") {
+      // The answer of r3 overwritten by garbage of the same length; zeros appended.
+      const lines = good.split("\n");
+      const at = lines.findIndex((l) => l.includes('"id":"r3"'));
+      lines[at] = "\u0000".repeat(8) + "x".repeat((lines[at] as string).length - 8);
+      broken = `${lines.join("\n")}${"\u0000".repeat(512)}`;
+    } else {
+      broken = "\u0000".repeat(good.length);
+    }
+    writeFileSync(journal, broken);
+    const { logger, lines } = warnings();
+    const rerun = new FakeEvaluator();
+    const end = await runLifecycle(lifecycleRequest(input, job, output, rerun, { logger }));
+    expect(end.verdict, end.reason).toBe("done");
+    const asked = rerun.calls.map((c) => String(c.request.state));
+    expect(asked).toEqual(how === "some" ? ["text 3"] : Array.from({ length: 10 }, (_, i) => `text ${i}`));
+    const warned = lines().find((m) => m.includes("no run wrote"));
+    expect(warned, lines().join("\n")).toMatch(
+      /^the journal .*\.journal held \d+ lines? \(\d+ bytes\) that no run wrote \(a disk or file system that failed, or another program\): the records they held, if any, are asked and paid again; the journal as it was is kept at .*\.journal\.unreadable-/,
+    );
+    const keptAt = /kept at (\S+)$/.exec(warned as string)?.[1] as string;
+    expect(readFileSync(keptAt, "utf8")).toBe(broken);
+    // The journal is readable again: a third run asks nothing and says nothing.
+    const quiet = warnings();
+    const third = new FakeEvaluator();
+    expect((await runLifecycle(lifecycleRequest(input, job, output, third, { logger: quiet.logger }))).verdict).toBe("done");
+    expect(third.calls).toHaveLength(0);
+    expect(quiet.lines().filter((m) => m.includes("no run wrote"))).toEqual([]);
+  });
+
+  it("a torn last line, as a crash leaves it, is repaired without a word", async () => {
+    const input = writeInput("torn", ["a", "b", "c"]);
+    const job = writeJob("torn");
+    const output = join(dir, "torn.out.jsonl");
+    expect((await runLifecycle(lifecycleRequest(input, job, output, new FakeEvaluator()))).verdict).toBe("done");
+    appendFileSync(`${output}.journal`, '{"k":"answer","seq":9,"line":');
+    const { logger, lines } = warnings();
+    const rerun = new FakeEvaluator();
+    expect((await runLifecycle(lifecycleRequest(input, job, output, rerun, { logger }))).verdict).toBe("done");
+    expect(rerun.calls).toHaveLength(0);
+    expect(lines().filter((m) => m.includes("no run wrote"))).toEqual([]);
+    expect(readdirSync(dir).filter((f) => f.startsWith("torn.out.jsonl.journal.unreadable"))).toEqual([]);
+  });
 });
