@@ -16,7 +16,7 @@ import type { Logger } from "../logging/logger.js";
 import type { EvaluatorRequest } from "../api/schema.js";
 import { ContextTooSmallError, type Evaluator } from "../evaluator/evaluator.js";
 import { contextSizeFor } from "../engines/llama.js";
-import { prepareItem, type Shard } from "./input/requests.js";
+import { bareNumber, prepareItem, type Shard } from "./input/requests.js";
 import { isS3, refuseMistypedS3, s3Object } from "../records/s3.js";
 import { checkCreatableFile, checkWritableFile } from "../records/local-files.js";
 import { stagedPath } from "./output/s3-target.js";
@@ -177,6 +177,25 @@ export function warnMissingKeep(job: Job, window: readonly SourceItem[], logger:
       `keep: none of the first ${records.length} records has the field "${field}": its column will be empty in every row; check its spelling in the job file`,
     );
   }
+}
+
+/**
+ * Warns once, before anything is paid, when records of the first window have
+ * a bare number as their state (42, "3.5"): sent as text, such a state is
+ * more often a wrong state field (an id, a count) than something to label.
+ * (An empty state, or a missing value's mark, fails as its record: see
+ * `buildRequest`.)
+ */
+export function warnBareNumbers(job: Job, window: readonly SourceItem[], logger: Logger): void {
+  if (job.state === undefined) return;
+  const field = job.state;
+  const states = window.flatMap((item) => ("record" in item ? [valueAt(item.record, field)] : []));
+  const numbers = states.filter(bareNumber);
+  if (numbers.length === 0) return;
+  logger.warn(
+    { state: field, bare_numbers: numbers.length, of: states.length },
+    `state: ${numbers.length} of the first ${states.length} records' "${field}" ${numbers.length === 1 ? "is a bare number" : "are bare numbers"} (such as ${JSON.stringify(numbers[0])}): they are sent as text and paid for; check that "${field}" is the field the job means`,
+  );
 }
 
 /**

@@ -10,7 +10,7 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkContextFits, checkPlaces, checkReviewPlace, ownFile, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
+import { checkContextFits, checkPlaces, checkReviewPlace, ownFile, FIRST_WINDOW, probeEndpoint, readAhead, warnBareNumbers, warnMissingKeep } from "./check.js";
 import type { FileFormat } from "../records/formats.js";
 import { parseShard, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
@@ -155,6 +155,7 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
   const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
   warnMissingKeep(job, window, request.logger);
+  warnBareNumbers(job, window, request.logger);
   // Stdin to stdout: the journal is named from the stream's first records (its folder was checked above).
   const records = window.map((item) => ("record" in item ? item.record : item));
   return { paths: streamJournal(settings, paths, records), answersFormat, job, shard, source, window, shaping };

@@ -201,3 +201,36 @@ describe("a journal that cannot be read", () => {
     expect(readdirSync(dir).filter((f) => f.startsWith("torn.out.jsonl.journal.unreadable"))).toEqual([]);
   });
 });
+
+describe("states that say nothing", () => {
+  it('"", blank and a missing value\'s mark ("NaN", "None") fail as their records, never sent; bare numbers are sent with a warning at the check', async () => {
+    const input = writeInput("states", ["a ticket", "", "   ", "NaN", "None", 42, "3.5", "another ticket"]);
+    const job = writeJob("states");
+    const output = join(dir, "states.out.jsonl");
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push((JSON.parse(String(chunk)) as { msg: string }).msg);
+        done();
+      },
+    });
+    const evaluator = new FakeEvaluator();
+    const end = await runLifecycle(lifecycleRequest(input, job, output, evaluator, { logger: createLogger({ destination, level: "warn" }) }));
+    // Before: all 8 sent and paid, without a word.
+    expect(evaluator.calls.map((c) => c.request.state)).toEqual(["a ticket", "42", "3.5", "another ticket"]);
+    expect(end.verdict).toBe("failures");
+    const errors = readFileSync(`${output}.errors.jsonl`, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => (JSON.parse(l) as { message: string }).message);
+    expect(errors).toEqual([
+      'line 2: state field "text" is empty: nothing to label, not sent',
+      'line 3: state field "text" is blank: nothing to label, not sent',
+      'line 4: state field "text" is "NaN", the mark of a missing value: nothing to label, not sent',
+      'line 5: state field "text" is "None", the mark of a missing value: nothing to label, not sent',
+    ]);
+    expect(lines).toContain(
+      'state: 2 of the first 8 records\' "text" are bare numbers (such as 42): they are sent as text and paid for; check that "text" is the field the job means',
+    );
+  });
+});
