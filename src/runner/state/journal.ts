@@ -264,26 +264,31 @@ export function indexEntry(index: JournalIndex, entry: AnswerEntry | ErrorEntry 
  */
 function garbageTail(path: string): boolean {
   const size = statSync(path).size;
+  const end = lastLineStart(path, size);
+  if (end === size) return false;
   const fd = openSync(path, "r");
   try {
-    const chunk = Buffer.alloc(Math.min(size, 1 << 16));
-    let end = size;
-    // The start of the last line: back to the newline before the end.
-    while (end > 0) {
-      const length = Math.min(chunk.length, end);
-      const at = end - length;
-      const n = readSync(fd, chunk, 0, length, at);
-      const nl = chunk.subarray(0, n).lastIndexOf(0x0a);
-      if (nl >= 0) {
-        end = at + nl + 1;
-        break;
-      }
-      end = at;
-    }
-    if (end === size) return false;
     const head = Buffer.alloc(Math.min(6, size - end));
     readSync(fd, head, 0, head.length, end);
     return !'{"k":"'.startsWith(head.toString("latin1"));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Where a file's last line starts: just after its last newline (0 without one; `size` when it ends in one). */
+function lastLineStart(path: string, size: number): number {
+  const fd = openSync(path, "r");
+  try {
+    const chunk = Buffer.alloc(Math.min(size, 1 << 20));
+    for (let position = size; position > 0; ) {
+      const length = Math.min(chunk.length, position);
+      position -= length;
+      const n = readSync(fd, chunk, 0, length, position);
+      const at = chunk.subarray(0, n).lastIndexOf(0x0a);
+      if (at >= 0) return position + at + 1;
+    }
+    return 0;
   } finally {
     closeSync(fd);
   }
@@ -323,46 +328,17 @@ async function countLines(path: string): Promise<{ total: number; readable: numb
     if (parseEntry(text) !== undefined) readable++;
   }
   // A last line without its newline: not yielded by the reader, dropped all the same.
-  if (statSync(path).size > 0 && !endsWithNewline(path)) total++;
-  return { total, readable };
-}
-
-function endsWithNewline(path: string): boolean {
   const size = statSync(path).size;
-  const fd = openSync(path, "r");
-  try {
-    const last = Buffer.alloc(1);
-    readSync(fd, last, 0, 1, size - 1);
-    return last[0] === 0x0a;
-  } finally {
-    closeSync(fd);
-  }
+  if (lastLineStart(path, size) < size) total++;
+  return { total, readable };
 }
 
 /** Truncates a journal after its last complete line (a crash can leave half a line). */
 function repairTail(path: string): void {
   const size = statSync(path).size;
   if (size === 0) return;
-  const fd = openSync(path, "r");
-  try {
-    const tail = Buffer.alloc(Math.min(size, 1 << 20));
-    let position = size;
-    // Walk back to the last newline.
-    while (position > 0) {
-      const length = Math.min(tail.length, position);
-      position -= length;
-      const bytesRead = readSync(fd, tail, 0, length, position);
-      const at = tail.subarray(0, bytesRead).lastIndexOf(0x0a);
-      if (at >= 0) {
-        const end = position + at + 1;
-        if (end < size) truncateSync(path, end);
-        return;
-      }
-    }
-    truncateSync(path, 0);
-  } finally {
-    closeSync(fd);
-  }
+  const end = lastLineStart(path, size);
+  if (end < size) truncateSync(path, end);
 }
 
 /** Every entry of a journal, in order; lines that do not parse are skipped. */
