@@ -83,6 +83,20 @@ it("a --summary-json refused as the journal of an earlier run leaves that journa
   expect(evaluator.calls).toHaveLength(0);
 });
 
+it("an S3 output under the input's prefix: exit 2 (a later run would read the answers as input), nothing asked", async () => {
+  const d = folder("under-prefix");
+  const evaluator = new FakeEvaluator();
+  const output = "s3://bucket/tickets/answers.jsonl";
+  const end = await runLifecycle(
+    lifecycleRequest("s3://bucket/tickets/", job, output, evaluator, { places: { output, journal: join(d, "j"), summaryJson: join(d, "s.json") } }),
+  );
+  expect(end.verdict).toBe("bad-input");
+  expect(end.reason).toBe(
+    "--output s3://bucket/tickets/answers.jsonl is under the input prefix s3://bucket/tickets/: a later run would read it as input; write it elsewhere",
+  );
+  expect(evaluator.calls).toHaveLength(0);
+});
+
 describe("an S3 output's staging copy ($TYPED_EVAL_STAGING)", () => {
   const saved: Record<string, string | undefined> = {};
   const settings = {
