@@ -7,7 +7,7 @@
  * of reading it as empty or failing every row. A file of no kind known here
  * (anyone's records, gold labels) is not refused.
  */
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { InvocationError } from "../api/errors.js";
 import { isS3 } from "./s3.js";
 
@@ -91,8 +91,10 @@ export function kindOfFile(path: string): FileKind | undefined {
 }
 
 function readHead(path: string): string | undefined {
+  // Only a regular file: a pipe would block here with no writer, or be consumed (`<(cat t.jsonl)`) before its reader.
   let fd: number;
   try {
+    if (!statSync(path).isFile()) return undefined;
     fd = openSync(path, "r");
   } catch {
     // Absent or unreadable: the reader that follows says so in its own words.

@@ -5,7 +5,7 @@
  * size. A record that cannot be parsed becomes an error item with its line
  * number; the stream goes on.
  */
-import { createReadStream, fstatSync, statSync } from "node:fs";
+import { createReadStream, fstatSync, type Stats, statSync } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { SourceError } from "../api/verdict.js";
@@ -98,6 +98,14 @@ function pinnedFile(path: string, was: FileIdentity): Readable {
   return file.pipe(checked);
 }
 
+/** What a path that is not a file is, and what to do instead: a pipe (`run <(cat t.jsonl)`) is read as stdin, `-`. */
+function notAFile(stat: Stats): string {
+  if (stat.isDirectory()) return " (it is a directory): name a file in it";
+  if (stat.isFIFO() || stat.isSocket() || stat.isCharacterDevice())
+    return " but a pipe (a <(...) process substitution, a named pipe), which is read as stdin: pipe it in and pass - (cat data.jsonl | typed-eval run - ...)";
+  return "";
+}
+
 /** Opens a local path, or stdin for "-", in `format` (`inputFormat` in formats.ts). S3 locations are opened by `openS3Source`. */
 export function openLocalSource(location: string, format: Format, options: SourceOptions = {}): Source {
   const counter = { bytes: 0 };
@@ -108,7 +116,7 @@ export function openLocalSource(location: string, format: Format, options: Sourc
   let identity: FileIdentity;
   try {
     const stat = statSync(location);
-    if (!stat.isFile()) throw new SourceError(`${location} is not a file`);
+    if (!stat.isFile()) throw new SourceError(`${location} is not a file${notAFile(stat)}`);
     identity = identityOf(stat);
   } catch (error) {
     if (error instanceof SourceError) throw error;

@@ -26,7 +26,7 @@ import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
 import { localTarget, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
-import { isS3 } from "../records/s3.js";
+import { isS3, refuseMistypedS3 } from "../records/s3.js";
 import { reviewThresholds } from "./output/review.js";
 
 /** The environment variable that names a remote endpoint when --base-url is not given. */
@@ -119,6 +119,8 @@ export async function openEvaluator(
 /** The input, as a source with --limit or --sample applied. */
 export async function openSource(settings: JobSettings, job: Job, logger: Logger): Promise<Source> {
   const fields = fieldsRead(job);
+  // `S3://...` read as a local path would be absent (exit 6, "skipped"): named as what it meant, for estimate and calibrate too.
+  refuseMistypedS3(settings.input, "the input");
   // A file typed-eval wrote that holds no records (a run's errors, journal or summary): refused by name, not answered line by line.
   refuseOtherKinds(settings.input, ["answers"], "records to answer");
   let source: Source = isS3(settings.input)
@@ -194,6 +196,13 @@ export interface RunPaths {
   remoteJournal: string | undefined;
   /** What the journal is bound to: a resolved path, an S3 location or "stdin". */
   inputId: string;
+  /**
+   * A stdin-to-stdout run's journal (under .typed-eval/, named from the
+   * stream's first records by `streamJournal`): kept only until its run is
+   * done, since the next stream is another input and its answers went down
+   * the pipe.
+   */
+  transient: boolean;
 }
 
 /** Resolves where a run writes (`-o` default, sidecars, the journal beside the output or under .typed-eval/). */
@@ -213,7 +222,25 @@ export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shar
     journalPath: remoteJournal ? defaultJournal(settings, output, remoteJournal) : journalLocation,
     remoteJournal,
     inputId: input === "-" ? "stdin" : isS3(input) ? input : resolve(input),
+    transient: input === "-" && output === "-" && places.journal === undefined,
   };
+}
+
+/**
+ * The journal of a stdin-to-stdout run, named from the stream's first
+ * records (those the check read) as well as the job and shard: the same
+ * stream piped again after a crash resumes its journal; tonight's stream is
+ * not taken for last night's (which had reported last night's records as
+ * gone and added its spending to tonight's). Kept until its run is done.
+ */
+export function streamJournal(settings: Pick<JobSettings, "jobFile" | "shard">, paths: RunPaths, first: readonly unknown[]): RunPaths {
+  if (!paths.transient) return paths;
+  const key = createHash("sha256")
+    .update(JSON.stringify([resolve(settings.jobFile), "stdin", "-", settings.shard ?? ""]))
+    .update(JSON.stringify(first))
+    .digest("hex")
+    .slice(0, 16);
+  return { ...paths, journalPath: `.typed-eval/journal-stdin-${key}.jsonl` };
 }
 
 /**
@@ -293,8 +320,10 @@ export function outputPolicy(
   const auditText = settings.auditSample ?? job.audit_sample;
   const auditRate = auditText === undefined ? 0 : parseShare(auditText);
   if (auditRate === undefined) throw new InvocationError(`--audit-sample takes a share such as 1% or 0.01, not ${JSON.stringify(auditText)}`);
+  const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
+  // Not reviewing: an earlier run's review file beside these answers goes once they are written (an S3 one is left, and named in no summary).
+  if (below === undefined && auditRate === 0 && !isS3(reviewFile)) policy.formerReview = reviewFile;
   if (below !== undefined || auditRate > 0) {
-    const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
     policy.review = {
       policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: settings.auditSeed },
       target: targetOf(reviewFile),

@@ -7,6 +7,7 @@
  * full disk or a stop never leaves an output that looks complete.
  */
 import { scrub } from "../../logging/secrets.js";
+import { existsSync, rmSync } from "node:fs";
 import { flatColumns, KeptKindsOf, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../../records/job.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
@@ -85,6 +86,8 @@ export interface WrittenCounts {
   duplicateIds?: DuplicateIds | undefined;
   /** Mean label distribution per question before and after calibration: how far it moved the labels. */
   shares?: { before: Record<string, number[]>; after: Record<string, number[]> };
+  /** The review file an earlier run of this output left, removed once these outputs were final (this run routes no rows). */
+  formerReviewRemoved?: string | undefined;
 }
 
 /** How the answers are shaped on the way out. */
@@ -97,6 +100,12 @@ export interface OutputPolicy {
   forceBatch?: boolean | undefined;
   /** Start delimited text outputs (CSV) with a UTF-8 byte order mark. */
   csvBom?: boolean | undefined;
+  /**
+   * Where this output's review file is, when this run routes no rows to
+   * review (a local path): one an earlier run left there is removed once the
+   * outputs are final, as it belongs to answers that are no longer there.
+   */
+  formerReview?: string | undefined;
 }
 
 /** Where the outputs go: the answers (in their format) and the failed records. */
@@ -152,6 +161,11 @@ export async function writeOutputs(
     throw error;
   }
   if (writing.before && writing.after) writing.counts.shares = { before: writing.before.priors(), after: writing.after.priors() };
+  // An earlier run's review rows beside answers that replaced theirs would send people rows of another labelling.
+  if (!policy.review && policy.formerReview !== undefined && existsSync(policy.formerReview)) {
+    rmSync(policy.formerReview, { force: true });
+    writing.counts.formerReviewRemoved = policy.formerReview;
+  }
   return writing.counts;
 }
 
@@ -215,7 +229,7 @@ function openOutputs(places: OutputPlaces, policy: OutputPolicy, spec: WriterSpe
 /** One record's row: an answer to the answers (and the review file when it is routed there), an error to the errors output. */
 async function writeRow(writing: Writing, entry: RecordEntry, job: Job, maps: CalibrationMaps | undefined, policy: OutputPolicy): Promise<void> {
   const { counts } = writing;
-  if (writing.duplicates.see(entry.id, entry.line)) counts.duplicateIds = writing.duplicates.result();
+  if (writing.duplicates.see(entry.id, entry.line, entry.source)) counts.duplicateIds = writing.duplicates.result();
   if (entry.k === "error") {
     await writing.errors.write(
       // The message scrubbed again: a journal written by an earlier release may hold what an endpoint echoed.
