@@ -8,13 +8,16 @@
  */
 import type { Readable } from "node:stream";
 import type { SourceItem } from "./source.js";
+import type { TemporalKind } from "./time-text.js";
 
 /**
- * A column's type: text, a float, a whole number, a boolean, or JSON text
- * (values that are objects or of mixed types). Text formats write every
- * kind as text; a typed one (Parquet) gives each its physical type.
+ * A column's type: text, a float, a whole number, a boolean, JSON text
+ * (values that are objects or of mixed types), or a date or timestamp held
+ * as the ISO 8601 text time-text.ts writes (a timestamp's kind names its
+ * unit and whether it is in UTC). Text formats write every kind as text; a
+ * typed one (Parquet) gives each its own type.
  */
-export type ColumnKind = "string" | "double" | "int" | "bool" | "json";
+export type ColumnKind = "string" | "double" | "int" | "bool" | "json" | TemporalKind;
 
 /** One column of a flat table: its name, its kind, and its value in a row (undefined or null: an empty cell). */
 export interface Column<R> {
