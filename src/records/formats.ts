@@ -81,7 +81,10 @@ export function inputFormat(location: string, explicit?: string): Format {
  * one `explicit` names (`flag`, such as `--output-format`), else JSONL for
  * stdout ("-"), else the one its extension names. An extension no format
  * registered is refused (exit 2) with the list of those that are: writing
- * JSONL under another name would look like success.
+ * JSONL under another name would look like success. So is a flag naming
+ * another format than the extension does (`--output-format parquet -o
+ * a.jsonl`): every reader, ours included, would take the file for what its
+ * name says. A name without a registered extension takes the flag's format.
  */
 export function outputFormat(location: string, options: { explicit?: string | undefined; flag?: string; what?: string } = {}): FileFormat {
   const { explicit, flag, what } = options;
@@ -89,6 +92,15 @@ export function outputFormat(location: string, options: { explicit?: string | un
   const file = formatOfName(location);
   if (explicit !== undefined) {
     const format = named(explicit, flag ?? "--output-format");
+    if (file && file.format !== format) {
+      const base = location.replace(/\.gz$/i, "");
+      const ext = file.format.extensions.find((e) => base.toLowerCase().endsWith(e)) ?? "";
+      const zipped = base !== location && format.gzip ? ".gz" : "";
+      const renamed = `${base.slice(0, base.length - ext.length)}${format.extensions[0] as string}${zipped}`;
+      throw usage(
+        `${location}: ${flag ?? "--output-format"} ${format.name} writes ${format.title}, but the name says ${file.format.title}; name it ${renamed}, or leave out ${flag ?? "--output-format"}`,
+      );
+    }
     return gzipAllowed({ format, gzip: location.toLowerCase().endsWith(".gz") }, location, usage);
   }
   if (location === "-") return { format: JSONL, gzip: false };
