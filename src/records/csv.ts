@@ -13,7 +13,8 @@
  * under the wrong names); CR CR LF line ends are one line end; a quoted
  * cell running over lines that read as records of their own is warned
  * about (a quote left open takes the records after it, and RFC 4180 cannot
- * tell that from a cell holding line breaks).
+ * tell that from a cell holding line breaks). Written so spreadsheets do not
+ * run input text as formulas (OWASP's CSV injection advice).
  */
 import type { Readable } from "node:stream";
 import { parse as parseCsv } from "csv-parse";
@@ -52,6 +53,16 @@ export const CSV_BOM: FormatOption & { default: boolean } = {
   type: "boolean",
   default: false,
   describe: "start CSV and tab-separated outputs with a UTF-8 byte order mark (for Excel)",
+};
+
+/** `--csv-escape-formulas`: input text that a spreadsheet would run as a formula is written with a leading `'`. */
+export const CSV_ESCAPE_FORMULAS: FormatOption & { default: boolean } = {
+  flag: "csv-escape-formulas",
+  applies: "write",
+  type: "boolean",
+  default: true,
+  describe:
+    "write kept cells that start with =, +, - or @ (numbers aside) with a leading ' so spreadsheets show them instead of running them; --no-csv-escape-formulas writes them as they are",
 };
 
 /** The delimiters a one-column header is searched for, and how messages name them. */
@@ -285,28 +296,50 @@ export function startLine(raw: string, end: number): { start: number; crlf: numb
   return { start: end - crlf - breaks, crlf, breaks };
 }
 
-/** A writer of delimited text: a header of the column names, then one line per row (objects and lists as JSON, booleans as true/false, NaN as `NaN`). */
+/** What a spreadsheet runs as a formula: text starting with =, +, - or @ (OWASP adds tab and carriage return)... */
+const FORMULA_START = /^[=+\-@\t\r]/;
+/** ...unless the whole cell is a number (-3, +1.5e3, -1,5), which it reads as the number. */
+const NUMBER = /^[+-]?(?:\d[\d.,]*|[.,]\d+)(?:[eE][+-]?\d+)?$/;
+
+/** Text a spreadsheet would run as a formula, with a leading `'` (it then shows the text, `'` included when imported); any other text as it is. */
+export function formulaEscaped(text: string): string {
+  return FORMULA_START.test(text) && !NUMBER.test(text) ? `'${text}` : text;
+}
+
+/**
+ * A writer of delimited text: a header of the column names, then one line
+ * per row (objects and lists as JSON, booleans as true/false, NaN as `NaN`).
+ * Cells copied from the input are formula-escaped unless the settings say
+ * not to (`--no-csv-escape-formulas`); numbers are never (-3 stays -3).
+ */
 export function delimitedWriter(delimiter: string): <R>(table: Table<R>, settings: FormatSettings) => RowEncoder<R> {
   // The delimiters used here (comma, tab) mean themselves inside a character class.
   const needsQuotes = new RegExp(`["\\r\\n${delimiter}]`);
   const quoted = (text: string) => (needsQuotes.test(text) ? `"${text.replaceAll('"', '""')}"` : text);
   // Numbers first: most cells are, and their text never needs quotes.
-  const cell = (value: unknown): string =>
-    typeof value === "number"
-      ? String(value)
-      : typeof value === "string"
-        ? quoted(value)
-        : value === null || value === undefined
-          ? ""
-          : typeof value === "object"
-            ? quoted(JSON.stringify(value))
-            : quoted(String(value));
+  const cellOf =
+    (text: (s: string) => string) =>
+    (value: unknown): string =>
+      typeof value === "number"
+        ? String(value)
+        : typeof value === "string"
+          ? quoted(text(value))
+          : value === null || value === undefined
+            ? ""
+            : typeof value === "object"
+              ? quoted(JSON.stringify(value))
+              : quoted(String(value));
+  const plain = cellOf((s) => s);
+  const escaped = cellOf(formulaEscaped);
   return (table, settings) => {
     const { columns } = table;
+    const guard = settingOf(CSV_ESCAPE_FORMULAS, settings);
+    const cells = columns.map((c) => (guard && c.fromInput ? escaped : plain));
     const header = `${settingOf(CSV_BOM, settings) ? "\ufeff" : ""}${columns.map((c) => quoted(c.name)).join(delimiter)}\n`;
     return textEncoder(header, (r) => {
       let line = "";
-      for (let i = 0; i < columns.length; i++) line += (i === 0 ? "" : delimiter) + cell((columns[i] as (typeof columns)[number]).value(r));
+      for (let i = 0; i < columns.length; i++)
+        line += (i === 0 ? "" : delimiter) + (cells[i] as typeof plain)((columns[i] as (typeof columns)[number]).value(r));
       return `${line}\n`;
     });
   };
@@ -329,5 +362,5 @@ export const CSV: Format = {
     }),
   },
   write: delimitedWriter(","),
-  options: [CSV_DELIMITER, CSV_BOM],
+  options: [CSV_DELIMITER, CSV_BOM, CSV_ESCAPE_FORMULAS],
 };

@@ -24,6 +24,8 @@ export interface Column<R> {
   name: string;
   kind: ColumnKind;
   value(row: R): unknown;
+  /** Its cells are copied from the input (kept fields): text formats keep spreadsheets from running them as formulas. */
+  fromInput?: boolean;
 }
 
 /** Rows of `R` as a writer sees them: flat columns (CSV, Parquet) or one nested record per row (JSONL). */

@@ -3,7 +3,7 @@
  * holds a tab, a quote or a line break (as pandas' `read_csv(sep="\t")`,
  * spreadsheets and csv-parse read it), so any text survives the round trip.
  */
-import { CSV_BOM, delimitedReader, delimitedWriter } from "./csv.js";
+import { CSV_BOM, CSV_ESCAPE_FORMULAS, delimitedReader, delimitedWriter } from "./csv.js";
 import type { Format } from "./format.js";
 
 /** TSV (also `.tab`, `.tsv.gz`). */
@@ -23,5 +23,5 @@ export const TSV: Format = {
     }),
   },
   write: delimitedWriter("\t"),
-  options: [CSV_BOM],
+  options: [CSV_BOM, CSV_ESCAPE_FORMULAS],
 };

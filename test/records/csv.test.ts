@@ -3,14 +3,17 @@
  * ours: a semicolon export (Excel's CSV in many locales) refused with the
  * flag that reads it, then read with it; records that would be read wrong
  * (more cells than the header, a quote left open, CR CR LF line ends) each
- * with a verdict.
+ * with a verdict; kept cells that a spreadsheet would run as formulas
+ * written so it does not (LibreOffice Calc opens the files), unless told.
  */
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
+import { parse } from "csv-parse/sync";
 import { describe, expect, it } from "vitest";
-import { CSV } from "../../src/records/csv.js";
+import { CSV, delimitedWriter, formulaEscaped } from "../../src/records/csv.js";
+import type { Column } from "../../src/records/format.js";
 import type { SourceItem } from "../../src/records/source.js";
 import { itemsOf } from "../../src/records/sources.js";
 import { createLogger } from "../../src/logging/logger.js";
@@ -18,6 +21,7 @@ import { loadJob } from "../../src/records/job.js";
 import { openSource } from "../../src/runner/prepare.js";
 import { runInProcess } from "../support/cli.js";
 import { generatedModel, TINY } from "../support/models.js";
+import { hasCalc, openedInCalc, SOFFICE } from "../support/spreadsheet.js";
 
 const dir = mkdtempSync(join(tmpdir(), "te-csv-"));
 const env = { TYPED_EVAL_LOG_LEVEL: "warn", TYPED_EVAL_THREADS: "1", TYPED_EVAL_MODEL_PATH: generatedModel(TINY) };
@@ -148,3 +152,71 @@ describe("records that would be read wrong", () => {
     ]);
   });
 });
+
+describe("kept cells a spreadsheet would run", () => {
+  const cells = ["=1+2", '=CONCATENATE("x";"y")', "@SUM(1;2)", "+49 30 1234", "-", "-3", "+5", "-1,5", "1e3", "plain", "'quoted already"];
+
+  it("are written with a leading ' (numbers such as -3 as they are); --no-csv-escape-formulas writes them as they are", () => {
+    expect(cells.map(formulaEscaped)).toEqual([
+      "'=1+2",
+      '\'=CONCATENATE("x";"y")',
+      "'@SUM(1;2)",
+      "'+49 30 1234",
+      "'-",
+      "-3",
+      "+5",
+      "-1,5",
+      "1e3",
+      "plain",
+      "'quoted already",
+    ]);
+    const columns: Column<unknown[]>[] = [
+      { name: "kept", kind: "string", value: (r) => r[0], fromInput: true },
+      { name: "ours", kind: "string", value: (r) => r[0] },
+      { name: "n", kind: "double", value: (r) => r[1], fromInput: true },
+    ];
+    const write = (settings: Record<string, boolean>) => {
+      const encoder = delimitedWriter(",")({ columns, record: () => ({}) }, settings);
+      return (encoder.row(["=1+2", -3]) as string) + (encoder.end() as string);
+    };
+    expect(write({})).toBe("kept,ours,n\n'=1+2,=1+2,-3\n");
+    expect(write({ "csv-escape-formulas": false })).toBe("kept,ours,n\n=1+2,=1+2,-3\n");
+  });
+
+  it.skipIf(!hasCalc)("LibreOffice Calc shows the escaped cells as text and the numbers as numbers, and runs them without the escape", async () => {
+    const input = join(dir, "formulas.csv");
+    const quote = (c: string) => (/[",]/.test(c) ? `"${c.replaceAll('"', '""')}"` : c);
+    writeFileSync(
+      input,
+      `ticket_id,body,note,amount\n${cells.map((c, i) => `T${i},ticket ${i},${quote(c)},${quote(cells[(i + 5) % cells.length] as string)}`).join("\n")}\n`,
+    );
+    const escaped = join(dir, "escaped.csv");
+    const raw = join(dir, "raw.csv");
+    expect((await cli("run", input, "--job", jobFile, "-o", escaped)).code).toBe(0);
+    expect((await cli("run", input, "--job", jobFile, "-o", raw, "--no-csv-escape-formulas")).code).toBe(0);
+    const opened = await openedInCalc([escaped, raw]);
+    const noteOf = (path: string) => (parse(opened.get(path) as string, { columns: true }) as Record<string, string>[]).map((r) => [r["note"], r["amount"]]);
+    // Calc shows an escaped cell as the text the input had, with its quote, never a result; a cell left alone (a number,
+    // plain text) it shows as it shows the unescaped file's (+5 as the number 5).
+    const [withEscape, without] = [noteOf(escaped), noteOf(raw)];
+    for (const [i, cell] of cells.entries()) {
+      for (const [column, text] of [cell, cells[(i + 5) % cells.length] as string].entries()) {
+        const expected = formulaEscaped(text) === text ? without[i]?.[column] : formulaEscaped(text);
+        expect(withEscape[i]?.[column], text).toBe(expected);
+      }
+    }
+    expect(withEscape[0]?.[1]).toBe("-3");
+    // Unescaped, Calc runs them: the test would see it.
+    expect(
+      noteOf(raw)
+        .slice(0, 2)
+        .map(([note]) => note),
+    ).toEqual(["3", "xy"]);
+  });
+});
+
+if (!hasCalc) {
+  process.stderr.write(
+    `\n*** SKIPPED the spreadsheet test of CSV outputs: no LibreOffice at ${SOFFICE} (apt-get install -y --no-install-recommends libreoffice-calc-nogui, or set SOFFICE_PATH) ***\n\n`,
+  );
+}

@@ -93,7 +93,8 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
       { name: "audit", kind: "bool", value: (r) => r.review?.audit ?? false },
     );
   }
-  for (const field of keep) columns.push({ name: field, kind: kept?.get(field) ?? "json", value: (r) => r.entry.keep?.[field] });
+  // Kept cells are the input's text: a text format keeps a spreadsheet from running them (Column.fromInput).
+  for (const field of keep) columns.push({ name: field, kind: kept?.get(field) ?? "json", value: (r) => r.entry.keep?.[field], fromInput: true });
   for (const [name, { question }] of unitsOf(questions)) {
     columns.push(...questionColumns(name, question));
     if (shape.calibrated.has(name)) columns.push(...rawColumns(name, question));
