@@ -20,6 +20,7 @@ import { UsageError } from "./exit.js";
 import { takeEarlySignals } from "./early-signals.js";
 import { progressBar } from "./progress.js";
 import { fromUsageOf, jobSettings, modelOpener, withJobOptions } from "./job-options.js";
+import { formatSettingsOf, withFormatOptions } from "./format-options.js";
 import { extensionsText, formatNames } from "../records/formats.js";
 
 /** A share option (5% or 0.05), checked when it is parsed. */
@@ -37,7 +38,7 @@ function shareOf(flag: string) {
  * Long: one declaration per flag, in the order `--help` shows them; split, a flag's type and its help would live apart.
  */
 function withRunOptions<T>(y: Argv<T>) {
-  return withJobOptions(y)
+  return withFormatOptions(withJobOptions(y), "write")
     .option("output", {
       alias: "o",
       type: "string",
@@ -123,7 +124,6 @@ function withRunOptions<T>(y: Argv<T>) {
     )
     .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
     .option("audit-seed", numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }))
-    .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" })
     .option("print-prompt", {
       type: "boolean",
       default: false,
@@ -162,7 +162,7 @@ function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress:
       reviewBelow: args["review-below"],
       auditSample: args["audit-sample"],
       auditSeed: args["audit-seed"],
-      csvBom: args["csv-bom"],
+      formats: formatSettingsOf(args, "write"),
     },
     rpm: args.rpm,
     tps: args.tps,

@@ -9,7 +9,14 @@
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { InvocationError } from "../api/errors.js";
+import { formatOfName } from "./formats.js";
 import { isS3 } from "./s3.js";
+
+/** A file whose name says a format read by byte ranges (Parquet): binary, no first line to judge. */
+const binaryByName = (path: string) => {
+  const file = formatOfName(path);
+  return file !== undefined && "ranged" in file.format.read;
+};
 
 /** The kinds of file typed-eval writes or reads, told apart by their content. */
 export type FileKind = "answers" | "errors" | "journal" | "usage summary" | "calibration" | "report" | "assessment" | "Label Studio export" | "job file";
@@ -72,7 +79,7 @@ const HEAD_BYTES = 64 * 1024;
  * and anything of no kind known here.
  */
 export function kindOfFile(path: string): FileKind | undefined {
-  if (isS3(path) || /\.(gz|parquet|parq|pq)$/i.test(path)) return undefined;
+  if (isS3(path) || /\.gz$/i.test(path) || binaryByName(path)) return undefined;
   const head = readHead(path);
   if (head === undefined) return undefined;
   const text = head.replace(/^\uFEFF/, "").trimStart();

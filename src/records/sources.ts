@@ -10,14 +10,15 @@ import { PassThrough, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { SourceError } from "../api/verdict.js";
 import { assertSameFile, checkedAtEnd, type FileIdentity, identityOf } from "./file-identity.js";
-import type { Format } from "./format.js";
+import { type Format, QUIET_DEFAULTS, type ReadContext } from "./format.js";
 import { FORMATS } from "./formats.js";
 import { localRanges } from "./ranges.js";
 import type { Source, SourceItem } from "./source.js";
 
-/** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records). Parquet fetches only those columns. */
+/** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records; Parquet fetches only those columns); the format options given and where warnings go. */
 export interface SourceOptions {
   fields?: readonly string[] | undefined;
+  reading?: ReadContext | undefined;
 }
 
 /** Why a format read by ranges cannot come from a stream, and what to do instead. */
@@ -74,9 +75,9 @@ function counted(input: Readable, counter: { bytes: number }): Readable {
 }
 
 /** Records of one byte stream in a format read from streams, gunzipped when it is gzip. */
-export function itemsOf(stream: Readable, format: Format, source: string, firstSeq = 0): AsyncGenerator<SourceItem> {
+export function itemsOf(stream: Readable, format: Format, source: string, firstSeq = 0, reading: ReadContext = QUIET_DEFAULTS): AsyncGenerator<SourceItem> {
   if (!("stream" in format.read)) throw new SourceError(notOnStream(format, source));
-  return format.read.stream(maybeGunzip(stream, source), source, firstSeq);
+  return format.read.stream(maybeGunzip(stream, source), source, firstSeq, reading);
 }
 
 /**
@@ -111,7 +112,8 @@ export function openLocalSource(location: string, format: Format, options: Sourc
   const counter = { bytes: 0 };
   if (location === "-") {
     if (!("stream" in format.read)) throw new SourceError(notOnStream(format, "stdin"));
-    return { name: "stdin", items: itemsOf(counted(process.stdin, counter), format, "stdin"), progress: () => ({ bytes: counter.bytes, total: undefined }) };
+    const items = itemsOf(counted(process.stdin, counter), format, "stdin", 0, options.reading);
+    return { name: "stdin", items, progress: () => ({ bytes: counter.bytes, total: undefined }) };
   }
   let identity: FileIdentity;
   try {
@@ -125,6 +127,6 @@ export function openLocalSource(location: string, format: Format, options: Sourc
   const items =
     "ranged" in format.read
       ? format.read.ranged(() => localRanges(location, identity), location, 0, counter, options.fields)
-      : itemsOf(counted(pinnedFile(location, identity), counter), format, location);
+      : itemsOf(counted(pinnedFile(location, identity), counter), format, location, 0, options.reading);
   return { name: location, items, progress: () => ({ bytes: counter.bytes, total: identity.size }) };
 }

@@ -21,6 +21,7 @@ import { loadJob, parseShare, type Job } from "../records/job.js";
 import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/requests.js";
 import { firstRecords, sampleRecords } from "./input/selection.js";
 import { extensionOf, inputFormat, outputFormat, type FileFormat } from "../records/formats.js";
+import type { FormatSettings } from "../records/format.js";
 import { openLocalSource } from "../records/sources.js";
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
@@ -52,6 +53,8 @@ export interface JobSettings extends EndpointSettings {
   input: string;
   /** A registered format's name (`--format`); by default each input's extension says. */
   format?: string | undefined;
+  /** The format options given for reading (`--csv-delimiter`), by flag. */
+  formats?: FormatSettings | undefined;
   /** A --model override, or "default" for the job's. */
   model: string;
   shard?: string | undefined;
@@ -123,9 +126,10 @@ export async function openSource(settings: JobSettings, job: Job, logger: Logger
   refuseMistypedS3(settings.input, "the input");
   // A file typed-eval wrote that holds no records (a run's errors, journal or summary): refused by name, not answered line by line.
   refuseOtherKinds(settings.input, ["answers"], "records to answer");
+  const reading = { settings: settings.formats ?? {}, warn: (message: string) => logger.warn({ input: settings.input }, message), takesOptions: true };
   let source: Source = isS3(settings.input)
-    ? await openS3Source(settings.input, settings.format, { fields, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
-    : openLocalSource(settings.input, inputFormat(settings.input, settings.format), { fields });
+    ? await openS3Source(settings.input, settings.format, { fields, reading, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
+    : openLocalSource(settings.input, inputFormat(settings.input, settings.format), { fields, reading });
   if (settings.limit !== undefined) source = firstRecords(source, settings.limit);
   if (settings.sample !== undefined) source = sampleRecords(source, settings.sample, settings.seed);
   return source;
@@ -277,7 +281,8 @@ export interface ShapingSettings {
   reviewBelow?: number | undefined;
   auditSample?: string | undefined;
   auditSeed: number;
-  csvBom: boolean;
+  /** The format options given for writing (`--csv-bom`, `--csv-escape-formulas`), by flag. */
+  formats: FormatSettings;
 }
 
 /**
@@ -292,7 +297,7 @@ export function outputPolicy(
   paths: Pick<RunPaths, "sidecar"> & { answersFormat: FileFormat },
   logger: Logger,
 ): { policy: RunShaping; verify(evaluator: Evaluator): void } {
-  const policy: RunShaping = { csvBom: settings.csvBom };
+  const policy: RunShaping = { formats: settings.formats };
   let verify: (evaluator: Evaluator) => void = () => {};
   const calibration =
     settings.calibration ?? (job.calibration === undefined ? undefined : job.calibration === "batch" ? "batch" : resolve(dirname(jobFile), job.calibration));

@@ -42,14 +42,14 @@ describe("an earlier run's review file", () => {
     const review = `${output}.review.jsonl`;
     // p(yes) 0.5 on every row: below a review threshold of 0.9, every row is routed.
     const first = await runLifecycle(
-      lifecycleRequest(input, job, output, new FakeEvaluator(), { shaping: { forceCalibration: false, auditSeed: 1, csvBom: false, reviewBelow: 0.9 } }),
+      lifecycleRequest(input, job, output, new FakeEvaluator(), { shaping: { forceCalibration: false, auditSeed: 1, formats: {}, reviewBelow: 0.9 } }),
     );
     expect(first.verdict).toBe("done");
     expect(readFileSync(review, "utf8").trim().split("\n")).toHaveLength(10);
     // The rerun, calibrated on the way out (batch) and without --review-below: the old review rows were for uncalibrated answers.
     const second = await runLifecycle(
       lifecycleRequest(input, job, output, new FakeEvaluator(), {
-        shaping: { forceCalibration: true, auditSeed: 1, csvBom: false, calibration: "batch" },
+        shaping: { forceCalibration: true, auditSeed: 1, formats: {}, calibration: "batch" },
       }),
     );
     expect(second.verdict, second.reason).toBe("done");

@@ -8,6 +8,7 @@ import type { Job } from "../../records/job.js";
 import { formatBytes } from "../../records/text.js";
 import { valueAt, type SourceItem } from "../../records/source.js";
 import { fnv1a, mixedHash } from "../../records/hash.js";
+import { journaledValue } from "../../records/nonfinite.js";
 
 /** The dotted paths a job reads from each record (state, id, kept fields); undefined when the whole record is the state. */
 export function fieldsRead(job: Pick<Job, "state" | "id" | "keep">): string[] | undefined {
@@ -32,7 +33,7 @@ export function buildRequest(job: Job, record: unknown, line: number): Built {
   if (nothing) return { ok: false, id, message: `state field "${job.state ?? "(record)"}" ${nothing}: nothing to label, not sent` };
   // The API takes text, objects and arrays: numbers and booleans are sent as their text.
   if (typeof state === "number" || typeof state === "boolean") state = String(state);
-  const keep = Object.fromEntries((job.keep ?? []).map((field) => [field, valueAt(record, field) ?? null]));
+  const keep = Object.fromEntries((job.keep ?? []).map((field) => [field, journaledValue(valueAt(record, field) ?? null)]));
   return { ok: true, id, keep, request: { state: state as EvaluatorRequest["state"], model: job.model, questions: job.questions } };
 }
 

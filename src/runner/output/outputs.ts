@@ -15,7 +15,7 @@ import type { OrderedRecords, RecordEntry } from "./ordered.js";
 import type { OutputTarget, Sink } from "./targets.js";
 import { calibrateAnswers, type CalibrationMaps } from "../../calibration/apply.js";
 import type { Answer } from "../../api/schema.js";
-import type { RowEncoder, Table } from "../../records/format.js";
+import type { FormatSettings, RowEncoder, Table } from "../../records/format.js";
 import { encoderOf, type FileFormat } from "../../records/formats.js";
 import type { DuplicateIds } from "../../records/usage.js";
 import { auditKey, reviewVerdict, type ReviewPolicy } from "./review.js";
@@ -51,12 +51,12 @@ function answerRecord(shape: RowShape): (r: OutputRow) => Record<string, unknown
   };
 }
 
-/** What an encoder needs: the job, the row's shape, the kinds of kept fields (typed formats), the CSV BOM. */
+/** What an encoder needs: the job, the row's shape, the kinds of kept fields (typed formats), the format options given (`--csv-bom`). */
 export interface WriterSpec {
   job: Job;
   shape: RowShape;
   kept?: KeptKinds | undefined;
-  bom?: boolean | undefined;
+  formats?: FormatSettings | undefined;
 }
 
 /** The answers of a job as a table: its flat columns and its nested records, each format taking what it writes. */
@@ -66,7 +66,7 @@ export function answersTable(spec: WriterSpec): Table<OutputRow> {
 
 /** The encoder of answers rows in a file's format. */
 export function encoderFor(file: FileFormat, spec: WriterSpec): RowEncoder<OutputRow> {
-  return encoderOf(file, answersTable(spec), { bom: spec.bom });
+  return encoderOf(file, answersTable(spec), spec.formats);
 }
 
 export interface WrittenCounts {
@@ -98,8 +98,8 @@ export interface OutputPolicy {
   review?: { policy: ReviewPolicy; target: OutputTarget } | undefined;
   /** Apply batch calibration even where it would flatten a skewed question (BATCH_MAX_MOVE). */
   forceBatch?: boolean | undefined;
-  /** Start delimited text outputs (CSV) with a UTF-8 byte order mark. */
-  csvBom?: boolean | undefined;
+  /** The format options given for writing (`--csv-bom`, `--csv-escape-formulas`), by flag. */
+  formats?: FormatSettings | undefined;
   /**
    * Where this output's review file is, when this run routes no rows to
    * review (a local path): one an earlier run left there is removed once the
@@ -143,7 +143,7 @@ export async function writeOutputs(
   const kept = places.answers.format.format.typed && (job.keep ?? []).length > 0 ? keptKinds(records, job) : undefined;
   const maps = await calibrationMaps(records, job, policy);
   const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
-  const writing = openOutputs(places, policy, { job, shape, kept, bom: policy.csvBom }, maps);
+  const writing = openOutputs(places, policy, { job, shape, kept, formats: policy.formats }, maps);
   try {
     for (const entry of records.rows()) {
       stop?.throwIfAborted();
