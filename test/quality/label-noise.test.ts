@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { estimateNoise } from "../../src/quality/label-noise.js";
+import { VERDICT_COLUMNS } from "../../src/quality/metric-table.js";
 import { Rows } from "../../src/quality/rows.js";
 import { Suspects } from "../../src/quality/suspects.js";
 import { flipped, QUESTIONS, REGIMES, synthetic } from "../support/planted-flips.js";
@@ -59,6 +60,18 @@ describe("estimated label noise on planted 3% flips", () => {
     expect(none.interval[1]).toBeLessThan(many.interval[0]);
     expect(many.interval[0]).toBeLessThanOrEqual(0.1);
     expect(many.interval[1]).toBeGreaterThanOrEqual(0.1);
+  });
+
+  it("marks the verdict by the estimate and its interval: a few rows are look, never ok", () => {
+    const mark = VERDICT_COLUMNS.suspects.mark;
+    // 3 rows: the estimate is 0, but the interval runs to 50%: nothing is known.
+    const few = estimateNoise({ n: 3, k: 2, p: Float64Array.from([0.9, 0.1, 0.2, 0.8, 0.6, 0.4]), y: Int32Array.from([0, 1, 0]) }, { kernel: "any-other" });
+    expect(few.estimate).toBe(0);
+    expect(few.interval[1]).toBeGreaterThanOrEqual(0.1);
+    expect(mark({ noise: few.estimate, interval: few.interval })).toBe("look");
+    expect(mark({ noise: 0.01, interval: [0, 0.04] })).toBe("ok");
+    expect(mark({ noise: 0.035, interval: [0.02, 0.05] })).toBe("look");
+    expect(mark({ noise: 0.15, interval: [0.11, 0.19] })).toBe("act");
   });
 
   it("gives the same figures for the same rows in any order", () => {
