@@ -70,11 +70,11 @@ export interface Evaluator {
   promptText?(request: EvaluatorRequest): string;
   /**
    * A fingerprint of how the evaluator renders requests with these questions
-   * into what the model reads (system text, which holds the hints of the
-   * types asked, the state's framing, each unit's block and labels), for
-   * evaluators that render prompts themselves: a release that rewords any of
-   * it changes the fingerprint, and a resumed run asks again what the old
-   * wording answered. A remote endpoint's identity already covers its rendering.
+   * into what the model reads (system text, the state's framing, each unit's
+   * block, reply hint and labels), for evaluators that render prompts
+   * themselves: a release that rewords any of it changes the fingerprint,
+   * and a resumed run asks again what the old wording answered. A remote
+   * endpoint's identity already covers its rendering.
    */
   promptFingerprint?(model: string, questions: EvaluatorRequest["questions"]): string;
   /** USD per million input tokens of a model, when the evaluator knows it (embedded models); else the caller's default. */

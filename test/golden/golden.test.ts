@@ -7,9 +7,8 @@
  *
  * `UPDATE_GOLDEN=1 npx vitest run test/golden` rewrites the files; do that
  * only for a change meant to alter the output, and say so in the commit.
- * Prompts hold only the reply hints of the types a request asks; the
- * bundled job asks all three, so when that came in its system text and
- * these answers did not move (a request asking fewer types did move once).
+ * The answers last moved when each question's reply hint left the system
+ * text for the question's own suffix (issue 35; CHANGELOG.md).
  *
  * Adding a question type must move no existing answer: the answers are
  * compared with a test-only type (`test/questions/multilabel.ts`)
