@@ -8,7 +8,7 @@ import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.j
 import type { Answer, EvaluatorRequest, ModelMetadata, Question, Usage, ValidationErrorItem } from "../api/schema.js";
 import type { Engine, ScoreTask, Token } from "../engines/engine.js";
 import { ContextTooSmallError, type EvaluateOptions, type Evaluation, type Evaluator } from "./evaluator.js";
-import { renderPrefix, renderQuestion, renderState, renderSystem, type ChatTemplate, type Segment } from "./prompt.js";
+import { PROMPT_FORMAT, renderPrefix, renderQuestion, renderState, renderSystem, type ChatTemplate, type Segment } from "./prompt.js";
 import { labelDistribution, labelMass } from "./readout.js";
 import { joinUnits, kindOf, unitsOf } from "../questions/index.js";
 
@@ -94,7 +94,11 @@ export class LocalEvaluator implements Evaluator {
   promptText(request: EvaluatorRequest): string {
     const text = (segments: readonly Segment[]) => segments.map((s) => s.text).join("");
     const prefix = renderPrefix(this.config.template, request.state);
-    const parts = [`=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`, text(prefix)];
+    const parts = [
+      `=== prompt format ${PROMPT_FORMAT} (recorded with every answer) ===`,
+      `=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`,
+      text(prefix),
+    ];
     for (const [name, { question }] of unitsOf(request.questions)) {
       const rendered = renderQuestion(this.config.template, question);
       parts.push(
@@ -103,6 +107,10 @@ export class LocalEvaluator implements Evaluator {
       );
     }
     return `${parts.join("\n")}\n`;
+  }
+
+  promptFormat(): string {
+    return PROMPT_FORMAT;
   }
 
   promptFingerprint(_model: string, questions: EvaluatorRequest["questions"]): string {
@@ -234,6 +242,7 @@ export class LocalEvaluator implements Evaluator {
         usage: prepared.usage,
       },
       labelMass: Object.fromEntries(masses),
+      promptFormat: PROMPT_FORMAT,
     };
   }
 

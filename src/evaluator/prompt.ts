@@ -80,6 +80,22 @@ export function detectTemplate(chatTemplate: string | undefined): ChatTemplate {
 }
 
 /**
+ * The name of the rendering below: the system text, the state's framing,
+ * each question's block, its reply hint and its labels, and how label tokens
+ * are scored. Recorded with every answer (output rows, the usage summary;
+ * `src/api/prompt-format.ts` reads them back), shown by `--print-prompt`,
+ * and part of every request's hash, so a resumed run asks again what another
+ * format answered and `report --compare` names a change of format. Change it
+ * with any change that can move an answer, and say so in CHANGELOG.md.
+ *
+ * History (the earlier two were never recorded: their outputs read as
+ * `unknown`): 1, every registered type's reply hint in the system text;
+ * 2, the hints of the types a request asks; 3, each question's hint in its
+ * own suffix, a system text that no question changes.
+ */
+export const PROMPT_FORMAT = "typed-eval/3";
+
+/**
  * The system text: what every question shares, the same for every request.
  * Nothing in it depends on the questions (not their types, count or order,
  * nor the types the code registers), so a question's answer depends only on

@@ -13,6 +13,7 @@ import { responseViolations } from "../api/consistency.js";
 import { offWireQuestions, validateResponseShape } from "../api/validate.js";
 import { isRetryableStatus } from "../api/errors.js";
 import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+import { declaredPromptFormat, PROMPT_FORMAT_HEADER } from "../api/prompt-format.js";
 
 export interface RemoteOptions {
   /** Base URL, without `/v1/systemone`. */
@@ -40,7 +41,7 @@ const USER_AGENT = "typed-eval/0.1 (remote evaluator)";
 export const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** The outcome of one attempt: a response, or an error and whether to retry it. */
-type Attempt = { ok: true; response: SystemOneResponse } | { ok: false; error: TypedEvalError; retry: boolean; headers?: HeaderSource };
+type Attempt = { ok: true; response: SystemOneResponse; promptFormat: string } | { ok: false; error: TypedEvalError; retry: boolean; headers?: HeaderSource };
 
 interface Reply {
   status: number;
@@ -359,7 +360,8 @@ export class RemoteEvaluator implements Evaluator {
       const error = new UpstreamUnavailableError(`${this.endpoint} answered with an invalid response: ${problems.slice(0, 5).join("; ")}`);
       return { ok: false, error, retry: true };
     }
-    return { ok: true, response: shape.value };
+    // The endpoint renders the prompt: its format is what it names (a typed-eval server names its own), else unnamed.
+    return { ok: true, response: shape.value, promptFormat: declaredPromptFormat(res.headers.get(PROMPT_FORMAT_HEADER)) };
   }
 
   async evaluate(request: EvaluatorRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
@@ -368,7 +370,7 @@ export class RemoteEvaluator implements Evaluator {
     const first = options.retryCount ?? 0;
     for (let attempt = 0; ; attempt++) {
       const result = await this.attempt(request, first + attempt, options);
-      if (result.ok) return { response: result.response };
+      if (result.ok) return { response: result.response, promptFormat: result.promptFormat };
       if (options.once || !result.retry || attempt >= this.policy.maxRetries) throw result.error;
       await wait(retryDelayMs(attempt, result.headers, this.policy, this.options.random), options.signal);
     }

@@ -236,8 +236,9 @@ export interface Joined {
   hadRaw: boolean;
   /** Gold ids by gold row (what `Rows.ref` points at). */
   goldIds: string[];
-  /** The model the first answers row names. */
+  /** The model and prompt format the first answers row names. */
   model?: string | undefined;
+  promptFormat?: string | undefined;
 }
 
 /**
@@ -263,10 +264,12 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
   const counts: Assessment["rows"] = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
   let hadRaw = false;
   let model: string | undefined;
+  let promptFormat: string | undefined;
   const nq = questions.length;
   for await (const row of await readAnswers(answersPath, { questions })) {
     counts.answers++;
     model ??= row.model;
+    promptFormat ??= row.promptFormat;
     const g = gold.rows.get(row.id);
     if (g === undefined) {
       counts.answers_only++;
@@ -289,7 +292,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     });
   }
   const goldOnly = unmatchedGold(gold, matched, counts, answersPath, options.allowUnmatched);
-  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model };
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model, promptFormat };
 }
 
 /** The gold ids no answer matched (the first ten, all counted); refused when none matched, or some did not without --allow-unmatched. */
@@ -367,7 +370,7 @@ export async function assess(
     provenance: provenanceOf(
       usage,
       `${answersPath}.usage.json`,
-      { sawRaw: joined.hadRaw, rowModel: joined.model },
+      { sawRaw: joined.hadRaw, rowModel: joined.model, rowPromptFormat: joined.promptFormat },
       { answers: answersPath, gold: goldPath, job: options.job },
     ),
   };

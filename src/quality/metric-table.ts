@@ -589,6 +589,7 @@ export interface Evidence {
   answered: { answered: number; failed: number };
   agreement: { accuracy: number; interval: readonly [number, number]; commonest: number };
   calibration: { ece: number; noiseP95: number; debiased: readonly [number, number] };
+  /** modelChanged: the earlier run was answered by another model, or read from prompts of another format. */
   drift: { psi: number; agreement: number | undefined; modelChanged: boolean };
   suspects: { suspects: number; rows: number };
   weakest_class: { interval: readonly [number, number] };
@@ -632,7 +633,7 @@ export const VERDICT_COLUMNS: { [K in ColumnKey]: VerdictColumn<K> } = {
   drift: {
     key: "drift",
     label: "drift",
-    rule: `Against the earlier run (--compare). act: PSI ${PSI_ACT} or more; look: PSI ${PSI_LOOK} or more, agreement with the earlier run under ${share(L.agreementLook)}, or another model; ok: otherwise.`,
+    rule: `Against the earlier run (--compare). act: PSI ${PSI_ACT} or more; look: PSI ${PSI_LOOK} or more, agreement with the earlier run under ${share(L.agreementLook)}, or another model or prompt format; ok: otherwise.`,
     mark: ({ psi, agreement, modelChanged }) =>
       psi >= PSI_ACT ? "act" : psi >= PSI_LOOK || (agreement !== undefined && agreement < L.agreementLook) || modelChanged ? "look" : "ok",
   },

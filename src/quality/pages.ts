@@ -64,7 +64,7 @@ export function verdictHtml(v: Verdict): string {
     )
     .join("");
   const rules = `<dl class="rules">${VERDICT_COLUMN_LIST.map((c) => `<div><dt>${escapeHtml(c.label)}</dt><dd>${escapeHtml(c.rule)}</dd></div>`).join("")}<div><dt>every column</dt><dd>${escapeHtml(v.common_rule)}</dd></div></dl>`;
-  const model = v.model.changed ? `<p class="model changed">${escapeHtml(v.model.text)}</p>` : `<p class="model muted">${escapeHtml(v.model.text)}</p>`;
+  const model = v.model.warn ? `<p class="model changed">${escapeHtml(v.model.text)}</p>` : `<p class="model muted">${escapeHtml(v.model.text)}</p>`;
   return `<section class="verdict-section"><p class="sentence ${markClass(v.mark)}"><span class="mark">${v.mark}</span>${escapeHtml(v.sentence)}</p>${model}<div class="verdict-wrap"><table class="verdict"><thead>${head}</thead><tbody>${rows}</tbody></table>${rules}</div></section>`;
 }
 

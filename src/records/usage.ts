@@ -39,6 +39,14 @@ export interface UsageSummary {
   requested_model?: string;
   /** What stands behind the model name (weights, template, endpoint): calibrations are fitted for one identity. */
   model_identity?: string;
+  /**
+   * The prompt format the rows were read from (`src/api/prompt-format.ts`):
+   * the embedded model's (`typed-eval/3`), a remote endpoint's as it names
+   * it, else `endpoint`; `mixed` when the rows hold several (`prompt_formats`
+   * counts them). A summary without it reads as `unknown`.
+   */
+  prompt_format?: string;
+  prompt_formats?: Record<string, number>;
   price_per_million_input_tokens: number;
   records: {
     read: number;
@@ -161,17 +169,26 @@ export function describe(s: UsageSummary): string {
   // A run that wrote no outputs names the models of its own answers.
   const by = s.answered_by ?? s.this_run?.answered_by;
   const models = by && Object.keys(by).length > 1 ? [describeModels(by)] : [];
+  if (s.prompt_formats) models.push(describeFormats(s.prompt_formats));
   const aside =
     s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input + (s.set_aside.not_selected ?? 0) > 0 ? [describeSetAside(s.set_aside)] : [];
   return [head, ...models, ...repeats, ...aside, ...(now ? [now] : []), all].join("\n");
 }
 
+/** "a (3), b (1,200)": rows counted by what they came from. */
+const rowCounts = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([name, rows]) => `${name} (${rows.toLocaleString("en-US")})`)
+    .join(", ");
+
 /** One line for people: the rows came from more than one model, and how many from each. */
 export function describeModels(answeredBy: Record<string, number>): string {
-  const each = Object.entries(answeredBy)
-    .map(([model, rows]) => `${model} (${rows.toLocaleString("en-US")})`)
-    .join(", ");
-  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint's model changed during this run or since an earlier run of this output`;
+  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${rowCounts(answeredBy)}; the endpoint's model changed during this run or since an earlier run of this output`;
+}
+
+/** One line for people: the rows were read from more than one prompt format, and how many from each. */
+function describeFormats(formats: Record<string, number>): string {
+  return `warning: the rows were read from ${Object.keys(formats).length} prompt formats: ${rowCounts(formats)}; the endpoint's prompt changed during this run or since an earlier run of this output`;
 }
 
 /** One line for people: journal entries that no record of the input asks for now. */

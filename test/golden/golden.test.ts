@@ -8,7 +8,8 @@
  * `UPDATE_GOLDEN=1 npx vitest run test/golden` rewrites the files; do that
  * only for a change meant to alter the output, and say so in the commit.
  * The answers last moved when each question's reply hint left the system
- * text for the question's own suffix (issue 35; CHANGELOG.md).
+ * text for the question's own suffix (issue 35; CHANGELOG.md): prompt
+ * format typed-eval/3, which every row names.
  *
  * Adding a question type must move no existing answer: the answers are
  * compared with a test-only type (`test/questions/multilabel.ts`)
