@@ -9,7 +9,7 @@
  */
 import type { QuestionType } from "../api/schema.js";
 import { describeIdentity } from "../evaluator/evaluator.js";
-import { namesPromptFormat, promptFormatChanged, UNKNOWN_PROMPT_FORMAT } from "../api/prompt-format.js";
+import { ENDPOINT_PROMPT_FORMAT, MIXED_PROMPT_FORMATS, namesPromptFormat, promptFormatChanged, UNKNOWN_PROMPT_FORMAT } from "../api/prompt-format.js";
 import type { Assessment, QuestionAssessment } from "./assess.js";
 import { type Breach, breaches, type Condition, conditionKey, type GateSubject } from "./gate.js";
 import {
@@ -118,7 +118,14 @@ function promptFacts(now: string, earlier: string | undefined): { facts: ModelFa
       text: `The prompt format changed: the earlier run's answers were read from prompts of format ${earlier}, this one's from ${now}; what moved may be the prompt, not the data.`,
     };
   if (changed === null && namesPromptFormat(now) !== namesPromptFormat(earlier)) {
-    const said = (f: string) => (f === UNKNOWN_PROMPT_FORMAT ? "was not recorded" : `is ${f}`);
+    const said = (f: string) =>
+      f === UNKNOWN_PROMPT_FORMAT
+        ? "was not recorded"
+        : f === ENDPOINT_PROMPT_FORMAT
+          ? "is the endpoint's own, unnamed"
+          : f === MIXED_PROMPT_FORMATS
+            ? "is mixed (rows of several formats)"
+            : `is ${f}`;
     return {
       facts,
       warn: true,

@@ -37,6 +37,7 @@ beforeAll(() => {
     ["same.jsonl", "typed-eval/3"],
     ["older.jsonl", "typed-eval/2"],
     ["unrecorded.jsonl", undefined],
+    ["remote.jsonl", "endpoint"],
   ] as const) {
     writeRun(at(name), night);
     recordFormat(at(name), format);
@@ -84,6 +85,9 @@ describe("a comparison names the prompt format", () => {
     const back = await measure({ answers: at("unrecorded.jsonl"), compare: at("tonight.jsonl"), report: true });
     expect(back.verdict.model.text).toMatch(/this run's was not recorded, the earlier run's is typed-eval\/3/);
     expect(back.report?.provenance?.prompt_format).toBe("unknown");
+    // An endpoint that named no format against a named one: the same words.
+    const remote = await measure({ answers: at("tonight.jsonl"), compare: at("remote.jsonl"), report: true });
+    expect(remote.verdict.model.text).toMatch(/this run's is typed-eval\/3, the earlier run's is the endpoint's own, unnamed; what moved may be the prompt/);
   });
 
   it("from the commands: report --compare and assess --compare both name it", async () => {
