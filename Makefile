@@ -38,7 +38,8 @@ ACCOUNTS ?= accounts.json
 
 help:
 	@echo "make eval    run the main job (DATA=... JOB=... OUT=... MODEL_PATH=... ARGS=...)"
-	@echo "make test    install dependencies, type-check, run the tests (NODE=22/24/26: on that Node, fetched from npm)"
+	@echo "make test    install dependencies, type-check, run the tests (NODE=22/24/26: on that Node, fetched from npm;"
+	@echo "             CPU_VARIANT=x64: on that variant of llama.cpp's CPU kernels, as another CPU runs them)"
 	@echo "make serve   run the HTTP API on 127.0.0.1:8787 (creates a dev key on first run)"
 	@echo "make bench   run the benchmarks and print their ratios"
 	@echo "make soak    the long reliability tests (kills, faults, fuzzing, load)"
@@ -94,10 +95,24 @@ format: $(NPM_STAMP)
 	npx biome check --write .
 
 CHROMIUM ?= /usr/bin/chromium
+# The S3 tests run against Ceph RGW from Debian's packages, started by the tests (test/support/rgw-setup.ts).
+CEPH_PROGRAMS := ceph-mon ceph-osd radosgw radosgw-admin monmaptool osdmaptool
+CEPH_MISSING = $(foreach p,$(CEPH_PROGRAMS),$(if $(shell PATH="$$PATH:/usr/sbin:/usr/bin" command -v $(p)),,$(p)))
 # The tests spawn the CLI a few hundred times: compiled, a spawn takes half the CPU of one through tsx.
 unit: $(NPM_STAMP) $(BUILD_STAMP)
 	@test -x $(CHROMIUM) || echo "*** No Chromium at $(CHROMIUM): the browser tests of the HTML reports will be SKIPPED (apt-get install -y chromium) ***" >&2
+	@$(if $(strip $(CEPH_MISSING)),echo "*** No Ceph RGW ($(strip $(CEPH_MISSING)) not found): the S3 tests against a real store will be SKIPPED (apt-get install -y radosgw ceph-mon ceph-osd ceph-common) ***" >&2,true)
 	CHROMIUM_PATH=$(CHROMIUM) npx vitest run
+
+# CPU_VARIANT=x64 (or sse42, sandybridge, ivybridge, piledriver, haswell...: a libggml-cpu-<variant>.so of
+# node_modules/@node-llama-cpp/linux-x64/bins/linux-x64) runs the tests on that build of llama.cpp's CPU kernels
+# instead of the best one this CPU runs, as a CPU of that family would (test/support/cpu-variant.mjs):
+# `make test CPU_VARIANT=ivybridge` is the suite as a CPU without FMA or AVX2 runs it (x64, plain SSE2, takes three
+# times the CPU on the f32 test model: an idle machine). Linux, Node 22.15 or later. docs/development.md has the figures.
+ifneq ($(CPU_VARIANT),)
+unit soak: export TYPED_EVAL_TEST_CPU_VARIANT := $(CPU_VARIANT)
+unit soak: export NODE_OPTIONS := $(strip $(NODE_OPTIONS) --import=$(CURDIR)/test/support/cpu-variant.mjs)
+endif
 
 # Lint, type-check and build side by side (each mostly one core), then the tests.
 test: $(NPM_STAMP)
@@ -112,6 +127,7 @@ SOAK_TESTS := test/reliability $(filter-out test/reliability/%,$(shell grep -rl 
 FAKETIME_LIB ?= /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 soak: $(NPM_STAMP) $(BUILD_STAMP)
 	@test -e $(FAKETIME_LIB) || echo "*** No libfaketime: the wall-clock step case is SKIPPED (apt-get install -y faketime) ***" >&2
+	@$(if $(strip $(CEPH_MISSING)),echo "*** No Ceph RGW ($(strip $(CEPH_MISSING)) not found): the S3 tests against a real store will be SKIPPED (apt-get install -y radosgw ceph-mon ceph-osd ceph-common) ***" >&2,true)
 	SOAK=1 npx vitest run $(SOAK_TESTS)
 	PACKAGE_TEST=1 npx vitest run test/package
 

@@ -3,8 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // Fails the run when a test leaves a file in the checkout.
-    globalSetup: ["test/support/checkout-clean.ts"],
+    // Fails the run when a test leaves a file in the checkout; starts Ceph RGW when a test file asks for the real S3 store.
+    globalSetup: ["test/support/checkout-clean.ts", "test/support/rgw-setup.ts"],
     // Two cores: one worker per core, in forks so native engines stay isolated.
     pool: "forks",
     maxWorkers: 2,

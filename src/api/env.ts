@@ -10,6 +10,7 @@
  */
 import { InvocationError } from "./errors.js";
 import { parseDuration } from "./duration.js";
+import { registerSecret } from "../logging/secrets.js";
 
 /** A setting in the environment that is not what it should be. */
 export class ConfigError extends InvocationError {
@@ -92,7 +93,8 @@ export const ENV = {
     takes: "the endpoint's key",
     fallback: undefined,
     shown: "(none)",
-    describe: "the remote endpoint's key; --api-key-env names another variable to read it from",
+    describe:
+      "the remote endpoint's key (the whitespace around it trimmed; never written anywhere: see below); --api-key-env names another variable to read it from",
     parse: path,
   }),
   TYPED_EVAL_STORAGE_RETRY: spec<number>({
@@ -240,10 +242,37 @@ export function isSet(name: EnvName, from: NodeJS.ProcessEnv = process.env): boo
   return text !== undefined && text.trim() !== "";
 }
 
-/** The value of a variable that holds a key (named by an option): undefined when unset or empty. Never logged. */
+/**
+ * The value of a variable that holds a key (named by an option): undefined
+ * when unset or empty. The whitespace around it is trimmed: a trailing CR or
+ * LF is what a key file saved on Windows (or `echo`) leaves, and no header
+ * value can carry it. What is left must be one bearer token, printable
+ * ASCII without spaces (RFC 6750): anything else is a `ConfigError` naming
+ * the variable and the character's place, never the value. The value is
+ * registered with the scrubber, so no log, journal, summary or message
+ * shows it, or any piece of it, whatever an endpoint echoes.
+ */
 export function secret(name: string, from: NodeJS.ProcessEnv = process.env): string | undefined {
-  const value = from[name];
-  return value === undefined || value === "" ? undefined : value;
+  const value = from[name]?.trim();
+  if (value === undefined || value === "") return undefined;
+  const bad = /[^\x21-\x7e]/.exec(value);
+  if (bad) {
+    const what = describeCharacter(bad[0]);
+    const scheme = /^bearer\s/i.test(value) ? ` (without "Bearer ": typed-eval adds it)` : "";
+    throw new ConfigError(
+      `$${name} holds ${what} at character ${bad.index + 1} of ${value.length}, which an API key sent as an HTTP header cannot: set it to the key alone${scheme}`,
+    );
+  }
+  registerSecret(value);
+  return value;
+}
+
+/** A character as a message names it without showing the value around it. */
+function describeCharacter(c: string): string {
+  const code = c.codePointAt(0) ?? 0;
+  const hex = `U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
+  const names: Record<number, string> = { 9: "a tab", 10: "a line feed", 13: "a carriage return", 32: "a space" };
+  return `${names[code] ?? (code < 0x20 || code === 0x7f ? "a control character" : "a non-ASCII character")} (${hex})`;
 }
 
 /** Checks every variable of the table that is set: one `ConfigError` naming each malformed one. */
@@ -280,9 +309,37 @@ export function environmentMarkdown(): string {
     "",
     "The API key of a remote endpoint is read from the variable `--api-key-env`",
     "names (`TYPED_EVAL_API_KEY` unless told), and a registry entry's key from",
-    "its `api_key_env`; their values are never logged. The AWS SDK reads its own",
-    "credential chain (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, ...), which typed-eval",
-    "does not read or check.",
+    "its `api_key_env`. The whitespace around a key is trimmed: a trailing CR",
+    "or LF, as a key file saved on Windows or written by `echo` leaves it (`export",
+    "TYPED_EVAL_API_KEY=$(cat key.txt)` keeps a CR), can never be part of a",
+    "header value. What is left must be one bearer token, printable ASCII",
+    "without spaces: a key holding anything else (a CR inside it, a space, as",
+    "in `Bearer te_...`, a typographic quote) ends the command with exit 2",
+    "before anything is sent, naming the variable and the character's place,",
+    "never the value. `--no-api-key` sends no key, and reads none.",
+    "",
+    "Key values are never written anywhere. Every key read is registered with",
+    "one scrubber (`src/logging/secrets.ts`), and every text that can carry what",
+    "an endpoint said passes through it on its way out: an error body where it",
+    "enters (an S3 store at a wrong `--base-url` echoes the Authorization header",
+    "in its XML error), every log line (messages, errors and stacks at debug",
+    "level included), the journal's failures, the errors file, the usage summary",
+    "and `--summary-json` (so the copies shipped to S3 and read by reports and",
+    "Airflow's XCom), and the lines on stderr. It replaces the key, any piece of",
+    "it of 8 characters or more (a key cut short in a one-line message, its",
+    "tail), its JSON-escaped and URL-encoded forms, a password in `--base-url`,",
+    "and any `Bearer` credential, registered or not, with `[redacted]`. A key",
+    "shorter than 8 characters is not scrubbed by value. A test holds it",
+    "(`test/reliability/secrets.test.ts`): a canary key through a wrong URL at",
+    "an S3 store, 401, 403, 4xx and 5xx bodies echoing the headers and",
+    "timeouts, at trace level, then a search of every file written and every",
+    "stream for it and for each 10-character piece of it.",
+    "",
+    "The AWS SDK reads its own credential chain (`AWS_ACCESS_KEY_ID`,",
+    "`AWS_PROFILE`, ...), which typed-eval does not read or check; credentials",
+    "the store rejects (an unknown access key, a secret that does not match it,",
+    "an expired session token) end the command with exit 2 and one line naming",
+    "the variable to fix.",
     "",
   ].join("\n");
 }

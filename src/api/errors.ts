@@ -7,6 +7,7 @@
  * `{detail: "message", type: "code"}`.
  */
 import type { ValidationErrorItem } from "./schema.js";
+import { scrub } from "../logging/secrets.js";
 
 export type ErrorBody = { detail: string; type: string } | { detail: ValidationErrorItem[] };
 
@@ -177,20 +178,35 @@ export function oneLine(text: string, max = 160): string {
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
 
+/** An error body's message in one line, scrubbed before it is cut (a key echoed near the end is not left half shown). */
 function messageOf(body: unknown, fallback: string): string {
   if (body && typeof body === "object" && "detail" in body) {
     const detail = (body as { detail: unknown }).detail;
-    if (typeof detail === "string") return oneLine(detail);
+    if (typeof detail === "string") return oneLine(scrub(detail));
   }
-  if (typeof body === "string" && body.trim()) return oneLine(body);
+  if (typeof body === "string" && body.trim()) return oneLine(scrub(body));
   return fallback;
+}
+
+/** A JSON error body with every secret scrubbed from it, at any depth (its text, when scrubbing cut through an escape). */
+function scrubbedBody(body: object): unknown {
+  const text = scrub(JSON.stringify(body));
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
 }
 
 /**
  * The error class for an upstream's error response, keeping its status,
  * message, 422 detail and retry delay, so it can be passed on faithfully.
+ * What the upstream said is scrubbed here, where it enters: an endpoint
+ * that echoes the Authorization header gives its text to every message,
+ * journal entry and summary made from the error.
  */
-export function errorFromResponse(status: number, body: unknown, retryAfterMs: number | undefined): TypedEvalError {
+export function errorFromResponse(status: number, given: unknown, retryAfterMs: number | undefined): TypedEvalError {
+  const body = given !== null && typeof given === "object" ? scrubbedBody(given) : given;
   const message = messageOf(body, `upstream answered HTTP ${status}`);
   switch (status) {
     case 400:

@@ -58,7 +58,8 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
  * the same command goes on where it stopped (an endpoint or a store that was
  * down, a signal). Every other failing code needs a person, or new input,
  * first. docs/scheduling.md's table, the Airflow DAG, the crontab and the
- * Kubernetes Job's podFailurePolicy say the same (test/api/exit-codes.test.ts).
+ * Kubernetes Job's podFailurePolicy say the same (test/api/exit-codes.test.ts);
+ * the DAG and the Job also retry KILLED.
  */
 export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([
   EXIT.aborted,
@@ -68,3 +69,15 @@ export const RESUMABLE: ReadonlySet<ExitCode> = new Set<ExitCode>([
   EXIT.interrupted,
   EXIT.terminated,
 ]);
+
+/**
+ * 128 + SIGKILL's 9: what a shell, a scheduler and Kubernetes report for a
+ * run killed outright (the out-of-memory killer, kill -9, a stop that outlived
+ * its pod's grace). Not a verdict: nothing of typed-eval runs after SIGKILL,
+ * so no summary is written. The journal keeps every record up to its last
+ * shipment (`--journal-flush`), so a rerun resumes, repaying at most those
+ * and the ones in flight: the DAG and the Kubernetes Job retry it as they
+ * retry RESUMABLE (bounded by their retries, since an out-of-memory kill may
+ * recur).
+ */
+export const KILLED = 137;

@@ -18,6 +18,7 @@
 import { InvocationError, TypedEvalError, UpstreamUnavailableError, AuthenticationError, PermissionDeniedError } from "./errors.js";
 import { EXIT, type ExitCode } from "./exit-codes.js";
 import { describeSystemError, systemErrorKind } from "./system-errors.js";
+import { scrub } from "../logging/secrets.js";
 
 export type Verdict =
   | "done"
@@ -69,7 +70,7 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
   "input-changed": {
     exit: () => EXIT.inputChanged,
     headline: "stopped: the input changed while it was read",
-    next: "rerun the same command to resume on the input as it is now (finished records are kept)",
+    next: "rerun the same command to resume on the input as it is now",
   },
   stopped: {
     exit: (signal) => (signal === "SIGINT" ? EXIT.interrupted : signal === "SIGPIPE" ? EXIT.outputClosed : EXIT.terminated),
@@ -119,13 +120,27 @@ export class InputChangedError extends VerdictError {
   }
 }
 
-/** A store (S3, the local disk) failed past its retries, is full, or refused a write: the run stops resumable, its journal intact. */
+/**
+ * Why a store refused this client rather than failed: its credentials (a key
+ * it does not know, a signature or session token it rejects, a clock too far
+ * off to sign with) or their permission for what was asked.
+ */
+export type StoreRefusal = "credentials" | "permission";
+
+/**
+ * A store (S3, the local disk) failed past its retries, is full, or refused a
+ * write: the run stops resumable, its journal intact. One that `refused` this
+ * client is a setup mistake instead, as `classify` says.
+ */
 export class StorageError extends VerdictError {
   /** Where: the path or s3:// location that failed. */
   readonly location: string;
-  constructor(message: string, location: string, options?: ErrorOptions) {
+  /** Set when the store refused this client; kept by a `StorageError` that wraps another (its cause). */
+  readonly refused: StoreRefusal | undefined;
+  constructor(message: string, location: string, options?: ErrorOptions & { refused?: StoreRefusal | undefined }) {
     super("storage-unavailable", message, options);
     this.location = location;
+    this.refused = options?.refused ?? (options?.cause instanceof StorageError ? options.cause.refused : undefined);
   }
 }
 
@@ -219,6 +234,11 @@ function firstLine(message: string): string {
  *   file goes): the user's to fix (2) at the check, on the command line and
  *   before the run's first request (`paid` false); once it has begun
  *   answering, a storage failure (9), resumable: the journal keeps the work;
+ * - a store that refused this client (`StorageError.refused`): credentials it
+ *   rejects are a setting to fix (2) wherever met; a permission denied is
+ *   one too (2) at the check, on the command line and before the run's first
+ *   request, and once it has begun answering, a permission changed mid-run:
+ *   storage-unavailable (9), resumable;
  * - a connection failing (S3 down, refused, reset) or a store's 5xx or 403:
  *   storage-unavailable (9) in a run; on the command line, a problem with
  *   the host named (2);
@@ -226,6 +246,10 @@ function firstLine(message: string): string {
  */
 export function classify(error: unknown, stage: Stage, options: { paid?: boolean } = {}): Ending {
   const message = error instanceof Error ? error.message || error.name : String(error);
+  // Before anything is paid, what the user set up wrong is theirs to fix; afterwards the same failure may be the store's.
+  const usersToFix = stage === "check" || stage === "command" || !options.paid;
+  if (error instanceof StorageError && error.refused !== undefined)
+    return { verdict: error.refused === "credentials" || usersToFix ? "bad-input" : "storage-unavailable", reason: message };
   if (error instanceof VerdictError)
     return { verdict: error.verdict, reason: message, ...(error instanceof OutputClosedError ? { signal: error.signal } : {}) };
   if (error instanceof SourceError) return { verdict: error.absent ? "no-input" : "bad-input", reason: message };
@@ -234,7 +258,6 @@ export function classify(error: unknown, stage: Stage, options: { paid?: boolean
   const described = describeSystemError(error);
   const kind = systemErrorKind(error);
   if (kind === "file-system") {
-    const usersToFix = stage === "check" || stage === "command" || !options.paid;
     return { verdict: usersToFix ? "bad-input" : "storage-unavailable", reason: described ?? message };
   }
   if (kind === "network") return { verdict: stage === "command" ? "bad-input" : "storage-unavailable", reason: described ?? message };
@@ -319,7 +342,11 @@ function headlineOf(ending: Ending): string {
   return ending.signal ? `stopped by ${ending.signal}` : "stopped";
 }
 
-/** The one line (or two) a run that did not finish prints on stderr: what happened, where the work is kept, what to do, the exit code. */
+/**
+ * The one line (or two) a run that did not finish prints on stderr: what
+ * happened, where the work is kept (only when the journal holds a finished
+ * record), what to do, the exit code. Scrubbed: the reason may quote an endpoint.
+ */
 export function verdictLine(report: VerdictReport): string {
   const row = VERDICTS[report.verdict];
   const code = exitCodeOf(report);
@@ -327,5 +354,5 @@ export function verdictLine(report: VerdictReport): string {
   // A reader that closed the output (`| head -1`) may have read rows of it: they are not the whole output.
   const cut = report.signal === "SIGPIPE" ? " Whatever the reader took is not the whole output." : " No output was written.";
   const written = report.verdict === "done" || report.verdict === "failures" ? "" : cut;
-  return `typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`;
+  return scrub(`typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`);
 }

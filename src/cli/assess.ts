@@ -8,7 +8,7 @@ import { qualityPage } from "../quality/pages.js";
 import { describeShifts } from "../quality/report.js";
 import { DEFAULT_SUSPECT_METHOD, describeSuspects, SUSPECT_METHODS, Suspects } from "../quality/suspects.js";
 import { describeVerdict } from "../quality/verdict.js";
-import { num } from "../quality/numbers.js";
+import { type Breach, breachValue, breachWhy } from "../quality/gate.js";
 import { GateFailedError } from "../api/verdict.js";
 import { numeric } from "./checks.js";
 import { UsageError } from "./exit.js";
@@ -59,6 +59,16 @@ function withAssessOptions<T>(y: Argv<T>) {
     });
 }
 
+/** A failed condition as the JSON lists it: its figure (null when it could not be computed), or a verdict condition's mark. */
+function failedJson(f: Breach) {
+  return {
+    condition: f.condition.text,
+    question: f.question,
+    actual: Number.isNaN(f.actual) || f.mark !== undefined ? null : f.actual,
+    ...(f.mark !== undefined ? { mark: f.mark } : {}),
+  };
+}
+
 /** `typed-eval assess`: how right a run's labels are, against a hand-labeled sample. */
 export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOptions>> = {
   command: "assess <answers>",
@@ -66,7 +76,8 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
   builder: withAssessOptions,
   handler: async (args) => {
     favourSize();
-    const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
+    // An empty --fail-if ("", ",", "   ") is refused, not taken as no gate: a gate that checks nothing must not pass.
+    const conditions = args["fail-if"] !== undefined ? parseConditions(args["fail-if"]) : [];
     checkGate(conditions, { gold: true, compare: args.compare !== undefined, command: "assess" });
     if (args["suspects-method"] !== undefined && args.suspects === undefined)
       throw new UsageError("--suspects-method picks how --suspects names suspect gold labels: pass --suspects as well");
@@ -107,7 +118,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
               verdict,
               ...(report?.compare ? { compare: report.compare } : {}),
               ...(gate ? { gate } : {}),
-              failed_conditions: failed.map((f) => ({ condition: f.condition.text, question: f.question, actual: Number.isNaN(f.actual) ? null : f.actual })),
+              failed_conditions: failed.map(failedJson),
             },
             null,
             2,
@@ -117,7 +128,7 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
     if (args.html) process.stderr.write(`report: ${args.html}\n`);
     if (failed.length > 0) {
       throw new GateFailedError(
-        `quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${Number.isNaN(f.actual) ? "n/a" : num(f.actual, 4)})`).join("; ")}`,
+        `quality gate failed: ${failed.map((f) => `${f.condition.question === undefined ? `${f.question}: ` : ""}${f.condition.text} (actual ${breachValue(f, breachWhy(f))})`).join("; ")}`,
       );
     }
   },

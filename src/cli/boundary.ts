@@ -21,6 +21,7 @@ import { InvocationError } from "../api/errors.js";
 import type { ExitCode } from "../api/exit-codes.js";
 import { classify, exitCodeOf, type Ending as Verdicted } from "../api/verdict.js";
 import { cliLogger } from "./logger.js";
+import { scrub } from "../logging/secrets.js";
 
 export interface Ending {
   code: ExitCode;
@@ -57,7 +58,8 @@ export function endingOf(error: unknown): Ending {
 export function exitWith(error: unknown): never {
   const ending = endingOf(error);
   debugLog(error);
-  if (ending.text) process.stderr.write(`${ending.text}\n`);
+  // Scrubbed: the line may quote what an endpoint answered (secrets.ts).
+  if (ending.text) process.stderr.write(`${scrub(ending.text)}\n`);
   process.exit(ending.code);
 }
 
@@ -66,7 +68,7 @@ export function exitWith(error: unknown): never {
  * (a second signal whose run did not end within its bound), saying so in one line.
  */
 export function endNow(ending: Verdicted, line: string): never {
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${scrub(line)}\n`);
   process.exit(exitCodeOf(ending));
 }
 

@@ -65,6 +65,12 @@ export function withJobOptions<T>(y: Argv<T>) {
         numeric("sample", { integer: true, min: 1 }, { describe: "only a random N records, the same for the same --seed (reads the whole input)" }),
       )
       .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "seed of --sample" }))
+      .option("from-usage", {
+        type: "string",
+        array: true,
+        describe:
+          "estimate (and run --dry-run) with a remote endpoint: usage summaries of earlier runs (*.usage.json) to project the tokens from what they were billed (the output's own summary is read too, when there is one)",
+      })
       .conflicts("limit", "sample"),
   );
 }
@@ -103,6 +109,11 @@ export function jobSettings(args: JobArgs & { "api-key"?: boolean }): JobSetting
     sample: args.sample,
     seed: args.seed,
   };
+}
+
+/** The usage summaries an estimate projects from (`--from-usage`), each a path. */
+export function fromUsageOf(args: JobArgs): string[] {
+  return (args["from-usage"] ?? []).map(String);
 }
 
 /** How a command opens the embedded model a job names. */

@@ -39,7 +39,7 @@ const COMMANDS = [
 ];
 
 /** Options that take several values; any other option given twice is a usage error (yargs would pass an array). */
-const LISTS = new Set(["files", "models", "alias"]);
+const LISTS = new Set(["files", "models", "alias", "from-usage", "fromUsage"]);
 
 function onceEach(argv: Record<string, unknown>): true {
   for (const [key, value] of Object.entries(argv)) {

@@ -66,7 +66,8 @@ export const reportCommand: CommandModule<object, ArgsOf<typeof withReportOption
   handler: async (args) => {
     favourSize();
     // Read before the answers, so a misspelt gate costs no pass over a night's answers.
-    const conditions = args["fail-if"] ? parseConditions(args["fail-if"]) : [];
+    // An empty --fail-if ("", ",", "   ") is refused, not taken as no gate: a gate that checks nothing must not pass.
+    const conditions = args["fail-if"] !== undefined ? parseConditions(args["fail-if"]) : [];
     checkGate(conditions, { gold: args.gold !== undefined, compare: args.compare !== undefined, command: "report" });
     // An S3 run's report lands in this folder by the answers' own name: reports are for reading, on this machine.
     const output = args.output ?? `${isS3(args.answers) ? basename(args.answers) : args.answers}.report.html`;

@@ -4,10 +4,11 @@ import { setStorageRetry, STORAGE_RETRY_MS } from "../records/s3.js";
 import type { Argv, CommandModule } from "yargs";
 import type { Logger } from "../logging/logger.js";
 import { cliLogger } from "./logger.js";
-import { describeEstimate, estimateJob } from "../runner/estimate.js";
+import { scrub } from "../logging/secrets.js";
+import { describeEstimate, estimateWithHistory } from "../runner/estimate.js";
 import { parseShare } from "../records/job.js";
 import { describe as describeUsage } from "../records/usage.js";
-import { firstPrompt, prepareJob } from "../runner/prepare.js";
+import { firstPrompt, prepareJob, runPaths } from "../runner/prepare.js";
 import { RUN_DEFAULTS, runLifecycle, type RunOutcome, type RunProgress, type RunInvocation } from "../runner/run.js";
 import { S3_FLUSH_MS } from "../runner/state/s3-journal.js";
 import { exitCodeOf, VERDICTS, verdictLine } from "../api/verdict.js";
@@ -18,7 +19,7 @@ import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
 import { takeEarlySignals } from "./early-signals.js";
 import { progressBar } from "./progress.js";
-import { jobSettings, modelOpener, withJobOptions } from "./job-options.js";
+import { fromUsageOf, jobSettings, modelOpener, withJobOptions } from "./job-options.js";
 import { extensionsText, formatNames } from "../records/formats.js";
 
 /** A share option (5% or 0.05), checked when it is parsed. */
@@ -139,7 +140,11 @@ async function preview(args: RunArgs, logger: Logger): Promise<void> {
   const { job, source, evaluator, shard, price } = await prepareJob(settings, logger, modelOpener(args));
   try {
     if (args["print-prompt"]) process.stdout.write(await firstPrompt(job, source, evaluator, shard));
-    else process.stdout.write(`${describeEstimate(await estimateJob({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps }))}\n`);
+    else {
+      const own = runPaths(settings, { output: args.output }).usage;
+      const estimate = await estimateWithHistory({ job, source, evaluator, shard, price, rpm: args.rpm, tps: args.tps }, fromUsageOf(args), own);
+      process.stdout.write(`${describeEstimate(estimate)}\n`);
+    }
   } finally {
     await evaluator.close();
   }
@@ -247,7 +252,7 @@ function printEnd(end: RunOutcome): void {
     process.stderr.write(`${verdictLine(end)}${summary}`);
     return;
   }
-  if (end.verdict !== "done" && end.reason) process.stderr.write(`typed-eval: ${VERDICTS[end.verdict].headline}: ${end.reason}\n`);
+  if (end.verdict !== "done" && end.reason) process.stderr.write(scrub(`typed-eval: ${VERDICTS[end.verdict].headline}: ${end.reason}\n`));
   const review = end.summary.review;
   const errors = end.summary.records.failed && end.paths?.errors ? `; failed records: ${end.paths.errors}` : "";
   const routed = review ? `; review: ${review.file} (${review.below_threshold} below threshold, ${review.audit} audit)` : "";
@@ -266,6 +271,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
     const logger = cliLogger();
     setStorageRetry(args["storage-retry"]);
     const early = takeEarlySignals();
+    if (fromUsageOf(args).length > 0 && !args["dry-run"])
+      throw new UsageError("--from-usage goes with --dry-run (or typed-eval estimate): a run counts what it is billed");
     if (args["print-prompt"] || args["dry-run"]) {
       if (early[0]) process.kill(process.pid, early[0]);
       return preview(args, logger);

@@ -32,6 +32,13 @@ export interface EvaluateOptions {
   timeoutMs?: number;
 }
 
+/** How long, and until what, a first contact may wait. */
+export interface FirstContactOptions {
+  signal?: AbortSignal;
+  /** The run's per-attempt timeout; the contact waits at most this long (and never more than its own bound). */
+  timeoutMs?: number;
+}
+
 /** A response plus what the wire format has no field for. */
 export interface Evaluation {
   response: EvaluatorResponse;
@@ -92,6 +99,18 @@ export interface Evaluator {
    * already covers its rendering.
    */
   promptFingerprint?(model: string, questions: EvaluatorRequest["questions"]): string;
+  /**
+   * Before a run sends its first request for `model`: whether the evaluator
+   * behind it can be reached and takes the key, checked at no cost (a remote
+   * endpoint's `GET /v1/models`). Throws the `TypedEvalError` that says why
+   * not: unreachable, the key refused (401, 403), not the API. Resolves true
+   * when an endpoint was contacted: the run then sends its first request
+   * alone before any other, so a refusal the check cannot see (a model the
+   * key may not use) costs one request, not a batch. Absent, or false: there
+   * is nothing to reach (an embedded model). A run that asks nothing (every
+   * record journaled) never calls it.
+   */
+  firstContact?(model: string, options?: FirstContactOptions): Promise<boolean>;
   /** USD per million input tokens of a model, when the evaluator knows it (embedded models); else the caller's default. */
   pricePerMillion?(model: string): number | undefined;
   /** The names this evaluator accepts in `model`, for listings. */

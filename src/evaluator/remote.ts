@@ -12,7 +12,12 @@ import type { ModelMetadata, EvaluatorRequest, SystemOneResponse } from "../api/
 import { responseViolations } from "../api/consistency.js";
 import { offWireQuestions, validateResponseShape } from "../api/validate.js";
 import { isRetryableStatus } from "../api/errors.js";
-import type { EvaluateOptions, Evaluation, Evaluator } from "./evaluator.js";
+import { describeSystemError } from "../api/system-errors.js";
+import { requestChars } from "../api/billing.js";
+import { registerSecret, scrub } from "../logging/secrets.js";
+import type { EvaluateOptions, Evaluation, Evaluator, FirstContactOptions } from "./evaluator.js";
+import { renderPrefix, renderQuestion, TEMPLATES, type ChatTemplate, type Segment } from "./prompt.js";
+import { unitsOf } from "../questions/index.js";
 import { declaredPromptFormat, PROMPT_FORMAT_HEADER } from "../api/prompt-format.js";
 
 export interface RemoteOptions {
@@ -221,16 +226,17 @@ class AttemptTimer {
 }
 
 /**
- * One POST over node:http(s) with a keep-alive agent. (undici `fetch` measured
- * 3-4 ms slower a request on loopback, and allocates web streams per call.)
- * The body's bytes count against `budget` until the reply is released; a body
- * over the cap is refused, unread when its length is declared.
+ * One POST (a request's body) or GET (`body` undefined) over node:http(s)
+ * with a keep-alive agent. (undici `fetch` measured 3-4 ms slower a request
+ * on loopback, and allocates web streams per call.) The body's bytes count
+ * against `budget` until the reply is released; a body over the cap is
+ * refused, unread when its length is declared.
  */
-function post(
+function call(
   url: URL,
   agent: HttpAgent,
   headers: Record<string, string>,
-  body: string,
+  body: string | undefined,
   timeoutMs: number,
   signal: AbortSignal | undefined,
   budget: BodyBudget,
@@ -240,7 +246,9 @@ function post(
     let hold: BodyHold | undefined;
     const tooLarge = () => req.destroy(new Error(`response larger than ${MAX_RESPONSE_BYTES} bytes`));
     const timer = new AttemptTimer(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    const req = send(url, { method: "POST", agent, headers: { ...headers, "content-length": Buffer.byteLength(body) } }, (res) => {
+    const method = body === undefined ? "GET" : "POST";
+    const length = body === undefined ? {} : { "content-length": Buffer.byteLength(body) };
+    const req = send(url, { method, agent, headers: { ...headers, ...length } }, (res) => {
       if (Number(res.headers["content-length"]) > MAX_RESPONSE_BYTES) return tooLarge();
       const chunks: Buffer[] = [];
       // Waiting for the budget is this client's doing, not the endpoint's: the attempt's clock stops meanwhile.
@@ -277,12 +285,14 @@ function post(
     signal?.addEventListener("abort", onAbort, { once: true });
     req.on("error", fail);
     req.on("close", () => signal?.removeEventListener("abort", onAbort));
-    req.end(body);
+    req.end(body ?? "");
   });
 }
 
 export class RemoteEvaluator implements Evaluator {
   private readonly policy: RetryPolicy;
+  /** The base URL as given, without a trailing slash. */
+  private readonly base: string;
   private readonly endpoint: string;
   private readonly url: URL;
   private readonly agent: HttpAgent;
@@ -292,8 +302,12 @@ export class RemoteEvaluator implements Evaluator {
   constructor(private readonly options: RemoteOptions) {
     this.bodies = options.bodies ?? new BodyBudget(BODY_BUDGET_BYTES);
     this.policy = { ...DEFAULT_RETRY, ...options.retry };
-    this.endpoint = `${options.baseUrl.replace(/\/+$/, "")}/v1/systemone`;
+    this.base = options.baseUrl.replace(/\/+$/, "");
+    this.endpoint = `${this.base}/v1/systemone`;
     this.url = new URL(this.endpoint);
+    // The key (however it was read), and a password in the address (https://user:pass@host): no message shows either.
+    registerSecret(options.apiKey);
+    if (this.url.password) registerSecret(decodeURIComponent(this.url.password));
     this.agent = this.url.protocol === "https:" ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   }
 
@@ -317,39 +331,32 @@ export class RemoteEvaluator implements Evaluator {
   }
 
   estimateInputTokens(request: EvaluatorRequest): number {
-    const chars = JSON.stringify(request.state).length + JSON.stringify(request.questions).length;
-    return Math.ceil(chars / (this.options.charsPerToken ?? 4));
+    const chars = requestChars(request);
+    return Math.ceil((chars.state + chars.questions) / (this.options.charsPerToken ?? 4));
+  }
+
+  /** The headers of every call: JSON, who calls, and the key. */
+  private headers(): Record<string, string> {
+    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": USER_AGENT };
+    if (this.options.apiKey) headers["authorization"] = `Bearer ${this.options.apiKey}`;
+    return headers;
   }
 
   private async attempt(request: EvaluatorRequest, retryCount: number, options: EvaluateOptions): Promise<Attempt> {
     const { signal } = options;
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": USER_AGENT };
-    if (this.options.apiKey) headers["authorization"] = `Bearer ${this.options.apiKey}`;
+    const headers = this.headers();
     if (retryCount > 0) headers["x-service-retry-count"] = String(retryCount);
     const body = JSON.stringify({ ...request, model: this.options.model ?? request.model });
     let res: Reply;
     try {
-      res = await post(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS, signal, this.bodies);
+      res = await call(this.url, this.agent, headers, body, options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS, signal, this.bodies);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
-      const code = (error as NodeJS.ErrnoException).code;
-      // TLS failures (bad certificate, https to a plain-http port) are the endpoint's, whatever the request.
-      const unreachable = code !== undefined && (UNREACHABLE.has(code) || /CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code));
+      const unreachable = isUnreachable(error);
       return { ok: false, error: new UpstreamUnavailableError(`${this.endpoint}: ${(error as Error).message}`, { cause: error, unreachable }), retry: true };
     }
-    let json: unknown;
-    try {
-      json = res.text ? JSON.parse(res.text) : undefined;
-    } catch {
-      json = res.text;
-    } finally {
-      res.release();
-    }
-    if (notTheApi(res.status, json)) {
-      const said = oneLine(typeof json === "string" ? json : JSON.stringify(json ?? ""), 80);
-      const message = `${this.endpoint} answered HTTP ${res.status}${said ? ` (${said})` : ""}: that is not a System One API; check --base-url (the address before /v1/systemone)`;
-      return { ok: false, error: new UpstreamUnavailableError(message, { notTheApi: true }), retry: false };
-    }
+    const { json, parsed } = readReply(res);
+    if (notTheApi(res.status, json, parsed)) return { ok: false, error: this.notTheApiError(this.endpoint, res.status, json), retry: false };
     if (res.status < 200 || res.status > 299) {
       const error = errorFromResponse(res.status, json, serverDelayMs(res.headers));
       return { ok: false, error, retry: isRetryableStatus(res.status), headers: res.headers };
@@ -357,11 +364,55 @@ export class RemoteEvaluator implements Evaluator {
     const shape = validateResponseShape(json);
     const problems = shape.ok ? responseViolations(request, shape.value) : [describeIssues(shape.errors)];
     if (!shape.ok || problems.length > 0) {
-      const error = new UpstreamUnavailableError(`${this.endpoint} answered with an invalid response: ${problems.slice(0, 5).join("; ")}`);
+      const error = new UpstreamUnavailableError(`${this.endpoint} answered with an invalid response: ${scrub(problems.slice(0, 5).join("; "))}`);
       return { ok: false, error, retry: true };
     }
     // The endpoint renders the prompt: its format is what it names (a typed-eval server names its own), else unnamed.
     return { ok: true, response: shape.value, promptFormat: declaredPromptFormat(res.headers.get(PROMPT_FORMAT_HEADER)) };
+  }
+
+  /** An address that answers, but not as the System One API: the message quotes a little of what it said (scrubbed: a store echoes the key). */
+  private notTheApiError(url: string, status: number, body: unknown): UpstreamUnavailableError {
+    const said = oneLine(scrub(typeof body === "string" ? body : JSON.stringify(body ?? "")), 80);
+    const message = `${url} answered HTTP ${status}${said ? ` (${said})` : ""}: that is not a System One API; check --base-url (the address before /v1/systemone)`;
+    return new UpstreamUnavailableError(message, { notTheApi: true });
+  }
+
+  /**
+   * Before a run's first request: one `GET /v1/models` with the key, which
+   * the spec guards with the same bearer auth and nobody bills. Nothing
+   * listening (refused, no such host, TLS failing) is an unreachable
+   * `UpstreamUnavailableError`; a 401 or 403 is the key refused (its error
+   * class); a 400 whose body is not JSON (an S3 store's XML) is not the API.
+   * Anything else, a timeout or a 404 included (an endpoint may serve only
+   * the POST), leaves the verdict to the first request.
+   */
+  async firstContact(_model?: string, options: FirstContactOptions = {}): Promise<boolean> {
+    const url = new URL(`${this.base}/v1/models`);
+    let res: Reply;
+    try {
+      res = await call(
+        url,
+        this.agent,
+        this.headers(),
+        undefined,
+        Math.min(options.timeoutMs ?? FIRST_CONTACT_MS, FIRST_CONTACT_MS),
+        options.signal,
+        this.bodies,
+      );
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (!isUnreachable(error)) return true;
+      const why = describeSystemError(error) ?? (error as Error).message;
+      throw new UpstreamUnavailableError(`nothing answers at ${this.base} (${why}): check --base-url and that the endpoint is up, then rerun`, {
+        cause: error,
+        unreachable: true,
+      });
+    }
+    const { json, parsed } = readReply(res);
+    if (res.status === 401 || res.status === 403) throw errorFromResponse(res.status, json, undefined);
+    if (res.status === 400 && !parsed) throw this.notTheApiError(url.href, res.status, json);
+    return true;
   }
 
   async evaluate(request: EvaluatorRequest, options: EvaluateOptions = {}): Promise<Evaluation> {
@@ -382,14 +433,53 @@ export class RemoteEvaluator implements Evaluator {
 }
 
 /**
- * Whether an error answer says the address is not the System One API, rather
- * than refusing this request: 405 and 501 (nothing takes a POST there), and a
- * 404 without the API's own error body. The API's 404 (an unknown model, say)
- * is a JSON object whose `detail` names what was not found; a wrong path gets
- * a page, nothing, or a router's stock reply ("Not Found", our server's "No route").
+ * The characters of a request as the embedded model renders it (ChatML):
+ * the system text, the state's framing and each question's block and
+ * labels, around what the request carries. What an endpoint that renders
+ * as typed-eval does reads; `estimate` tells it beside characters / 4 of the
+ * request, which leaves an endpoint's framing out.
  */
-export function notTheApi(status: number, body: unknown): boolean {
+export function embeddedRenderingChars(request: EvaluatorRequest): number {
+  const template = TEMPLATES["chatml"] as ChatTemplate;
+  const chars = (segments: readonly Segment[]) => segments.reduce((sum, s) => sum + s.text.length, 0);
+  let total = chars(renderPrefix(template, request.state));
+  for (const { question } of unitsOf(request.questions).values()) total += chars(renderQuestion(template, question).suffix);
+  return total;
+}
+
+/** How long the first contact waits for the listing before leaving the verdict to the first request. */
+const FIRST_CONTACT_MS = 10_000;
+
+/** A connection that could not be made at all, whatever the request: refused, no such host, no route, TLS failing. */
+function isUnreachable(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  // TLS failures (bad certificate, https to a plain-http port) are the endpoint's, whatever the request.
+  return code !== undefined && (UNREACHABLE.has(code) || /CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code));
+}
+
+/** A reply's body as JSON when it is JSON (`parsed`), else as its text; the body's bytes go back to the budget. */
+function readReply(res: Reply): { json: unknown; parsed: boolean } {
+  try {
+    return { json: res.text ? JSON.parse(res.text) : undefined, parsed: true };
+  } catch {
+    return { json: res.text, parsed: false };
+  } finally {
+    res.release();
+  }
+}
+
+/**
+ * Whether an error answer says the address is not the System One API, rather
+ * than refusing this request: 405 and 501 (nothing takes a POST there), a
+ * 404 without the API's own error body, and a 400 whose body is not JSON
+ * (the API's errors are JSON; an S3 store refuses a Bearer header with an
+ * XML 400). The API's 404 (an unknown model, say) is a JSON object whose
+ * `detail` names what was not found; a wrong path gets a page, nothing, or a
+ * router's stock reply ("Not Found", our server's "No route").
+ */
+export function notTheApi(status: number, body: unknown, parsed = true): boolean {
   if (status === 405 || status === 501) return true;
+  if (status === 400 && !parsed) return true;
   if (status !== 404) return false;
   const detail = body && typeof body === "object" && !Array.isArray(body) ? (body as { detail?: unknown }).detail : undefined;
   return typeof detail !== "string" || /^(not found|no route\b)/i.test(detail.trim());

@@ -1,7 +1,7 @@
 /** Routes each request to the evaluator of the model it names; unknown names are a 422 listing the valid ones. */
 import { InvocationError, UnprocessableEntityError } from "../api/errors.js";
 import type { ModelMetadata, EvaluatorRequest } from "../api/schema.js";
-import type { EvaluateOptions, Evaluation, Evaluator, ModelSet } from "./evaluator.js";
+import type { FirstContactOptions, EvaluateOptions, Evaluation, Evaluator, ModelSet } from "./evaluator.js";
 
 export interface Route {
   /** Every name that selects this evaluator: aliases and versioned ids. */
@@ -107,6 +107,10 @@ export class ModelRouter implements ModelSet {
 
   pricePerMillion(model: string): number | undefined {
     return this.route(model).pricePerMillion?.(model);
+  }
+
+  async firstContact(model: string, options?: FirstContactOptions): Promise<boolean> {
+    return (await this.route(model).firstContact?.(model, options)) ?? false;
   }
 
   exactTokenCounts(model: string): boolean {

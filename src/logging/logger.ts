@@ -1,8 +1,11 @@
 /**
  * The one logger factory: pino JSON lines with stable field names, secrets
- * redacted wherever they appear in the first three levels of a log object.
+ * redacted wherever they appear in the first three levels of a log object,
+ * and every line passed through the scrubber (secrets.ts) on its way out:
+ * a key inside a message, an error's text or its stack is redacted too.
  */
 import { pino, type DestinationStream, type Logger, type LevelWithSilent } from "pino";
+import { scrub } from "./secrets.js";
 
 export type { Logger } from "pino";
 
@@ -32,6 +35,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       redact: { paths: REDACT_PATHS, censor: "[redacted]" },
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
+      // The whole line, whatever field carries it (a message, an error's message or stack at debug level).
+      hooks: { streamWrite: scrub },
     },
     options.destination ?? pino.destination({ fd: 2, sync: true }),
   );

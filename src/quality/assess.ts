@@ -13,6 +13,7 @@ import {
   orderBy,
   quantile,
   riskCoverage,
+  topLabelConfidence,
   type Bin,
   type RiskCoverage,
 } from "./metrics.js";
@@ -24,6 +25,7 @@ import {
   METRIC_TABLE,
   metricsOf,
   metricText,
+  noiseFloorText,
   preparationsOf,
   questionData,
   weightedValues,
@@ -37,8 +39,10 @@ import type { SuspectSummary, Suspects } from "./suspects.js";
 import { keyedWeights, keyOrder } from "./resample.js";
 import { fillLevels, provenanceOf, readUsage, type Provenance } from "./provenance.js";
 import { rangeText } from "./html.js";
-import { num, plural } from "./numbers.js";
+import { num, plural, tally } from "./numbers.js";
 import { failedRows } from "./report.js";
+import { compareConfidence, ConfidenceCounts, type Fitted, fittedCalibration, type InSample, inSampleOf, type SampleFacts } from "./sample.js";
+import { dirname } from "node:path";
 
 export { parseConditions, type Condition } from "./gate.js";
 
@@ -68,8 +72,12 @@ export interface QuestionAssessment {
   predicted_shares: number[];
   /** noul and choice: each class's counts, recall and precision with 95% Wilson intervals. */
   classes?: ClassFigures[];
-  /** "weakest_recall" when a class is rare (under 10% of the gold rows): the figure to read first; else accuracy is. */
+  /** "weakest_recall" when a class is rare (under 10% of the gold rows): the figure to read first (with the least precise class's precision); else accuracy is. */
   headline?: "weakest_recall";
+  /** The rows each metric rests on: the gold rows, or a class's (what `--fail-if ... min N` reads). */
+  support: Record<string, number>;
+  /** What the gold sample is: rows the calibration was fitted on, a sample chosen by confidence. */
+  sample?: SampleFacts;
 }
 
 export interface Assessment {
@@ -142,7 +150,11 @@ export function assessQuestion(
   const cells = new Float64Array(s.k * s.k);
   const point = weightedValues(d, ones, weighted, cells);
   const metrics: Record<string, number> = {};
-  for (const m of mine) metrics[m.name] = isWeighted(m) ? (point[weighted.indexOf(m)] as number) : m.whole(whole);
+  const support: Record<string, number> = {};
+  for (const m of mine) {
+    metrics[m.name] = isWeighted(m) ? (point[weighted.indexOf(m)] as number) : m.whole(whole);
+    support[m.name] = m.support?.(whole) ?? s.n;
+  }
 
   const resampled = weighted.filter((m) => m.interval === "bootstrap");
   const samples = resampled.map((): number[] => []);
@@ -173,6 +185,7 @@ export function assessQuestion(
     n: s.n,
     metrics,
     intervals,
+    support,
     ece_noise_floor: eceNoiseFloor(d.confidence, options.noiseDraws ?? 200, options.seed),
     confusion: Array.from({ length: s.k }, (_, r) => Array.from(m.subarray(r * s.k, (r + 1) * s.k))),
     reliability: cal.bins,
@@ -187,6 +200,13 @@ export function assessQuestion(
   }
   if (mass.some((x) => x >= 0)) out.label_mass = massBands(mass, d.correct);
   return out;
+}
+
+/** A question's sample facts: the gold rows' confidence against the run's, and the rows its calibration was fitted on; undefined when neither says anything. */
+function sampleOf(rows: Rows, run: ConfidenceCounts | undefined, inSample: InSample | undefined): SampleFacts | undefined {
+  const confidence = run ? compareConfidence(topLabelConfidence(rows.scored()), run) : undefined;
+  if (!confidence && !inSample) return undefined;
+  return { ...(inSample ? { in_sample: inSample } : {}), ...(confidence ? { confidence } : {}) };
 }
 
 /** Each class's share: counted, then divided once, so 3 of 10 is 0.3 and not 0.30000000000000004. */
@@ -239,6 +259,8 @@ export interface Joined {
   /** The model and prompt format the first answers row names. */
   model?: string | undefined;
   promptFormat?: string | undefined;
+  /** Per question, the top-label confidence of every answer row (not only those with gold): what the gold is a sample of. */
+  confidence: Map<string, ConfidenceCounts>;
 }
 
 /**
@@ -260,6 +282,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     ? await readLabelStudioGold(goldPath, questions)
     : await readGold(goldPath, questions, { idField: options.idField, jobIdField: options.jobIdField });
   const rows = new Map(questions.map((q) => [q.name, new Rows(q.labels.length)]));
+  const confidence = new Map(questions.map((q) => [q.name, new ConfidenceCounts()]));
   const matched = new Uint8Array(gold.lines.length);
   const counts: Assessment["rows"] = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
   let hadRaw = false;
@@ -270,6 +293,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     counts.answers++;
     model ??= row.model;
     promptFormat ??= row.promptFormat;
+    for (const q of questions) confidence.get(q.name)!.add((options.raw && row.raw?.get(q.name)) || (row.dist.get(q.name) as number[]));
     const g = gold.rows.get(row.id);
     if (g === undefined) {
       counts.answers_only++;
@@ -292,7 +316,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     });
   }
   const goldOnly = unmatchedGold(gold, matched, counts, answersPath, options.allowUnmatched);
-  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model, promptFormat };
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model, promptFormat, confidence };
 }
 
 /** The gold ids no answer matched (the first ten, all counted); refused when none matched, or some did not without --allow-unmatched. */
@@ -311,7 +335,7 @@ function unmatchedGold(
   }
   if (counts.matched === 0) {
     throw new QualityInputError(
-      `none of the ${counts.gold} gold ids is in ${answersPath} (${counts.answers} rows)${goldOnly[0] ? `: e.g. ${goldOnly[0].id} (gold line ${goldOnly[0].line})` : ""}; check --id-field and that both files are of the same run`,
+      `none of the ${tally(counts.gold)} gold ids is in ${answersPath} (${plural(counts.answers, "row")})${goldOnly[0] ? `: e.g. ${goldOnly[0].id} (gold line ${goldOnly[0].line})` : ""}; check --id-field and that both files are of the same run`,
     );
   }
   if (counts.gold_only > 0 && !allowUnmatched) {
@@ -320,6 +344,31 @@ function unmatchedGold(
     );
   }
   return goldOnly;
+}
+
+/** Each question of joined rows assessed, with what its gold sample is; the questions no gold row labels, apart. */
+function assessJoined(
+  joined: Joined,
+  options: { seed: number; bootstrap: number; suspects?: Suspects | undefined; metrics?: readonly Metric[] | undefined },
+  fitted: Fitted | undefined,
+): { questions: QuestionAssessment[]; withoutGold: { name: string; type: QuestionInfo["type"] }[] } {
+  const questions: QuestionAssessment[] = [];
+  const withoutGold: { name: string; type: QuestionInfo["type"] }[] = [];
+  for (const q of joined.questions) {
+    const rows = joined.rows.get(q.name) as Rows;
+    // Let each question's rows go once assessed: the peak then holds one question's working arrays, not all.
+    joined.rows.delete(q.name);
+    if (rows.n === 0) {
+      withoutGold.push({ name: q.name, type: q.type });
+      continue;
+    }
+    options.suspects?.add(q, rows);
+    const assessed = assessQuestion(q, rows, options, options.metrics);
+    const sample = sampleOf(rows, joined.confidence.get(q.name), inSampleOf(fitted, q.name, rows.hi.subarray(0, rows.n)));
+    if (sample) assessed.sample = sample;
+    questions.push(assessed);
+  }
+  return { questions, withoutGold };
 }
 
 /** Assesses answers against gold labels. */
@@ -341,21 +390,18 @@ export async function assess(
   joined.goldIds.length = 0;
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
-  const questions: QuestionAssessment[] = [];
-  const withoutGold: { name: string; type: QuestionInfo["type"] }[] = [];
-  for (const q of joined.questions) {
-    const rows = joined.rows.get(q.name) as Rows;
-    // Let each question's rows go once assessed: the peak then holds one question's working arrays, not all.
-    joined.rows.delete(q.name);
-    if (rows.n === 0) {
-      withoutGold.push({ name: q.name, type: q.type });
-      continue;
-    }
-    options.suspects?.add(q, rows);
-    questions.push(assessQuestion(q, rows, { seed, bootstrap }, options.metrics));
-  }
-  const usage = readUsage(`${answersPath}.usage.json`);
-  if (!options.questions) fillLevels(questions, usage, `${answersPath}.usage.json`);
+  const usagePath = `${answersPath}.usage.json`;
+  const usage = readUsage(usagePath);
+  const provenance = provenanceOf(
+    usage,
+    usagePath,
+    { sawRaw: joined.hadRaw, rowModel: joined.model, rowPromptFormat: joined.promptFormat },
+    { answers: answersPath, gold: goldPath, job: options.job },
+  );
+  const raw = !!options.raw && joined.hadRaw;
+  const fitted = fittedCalibration(provenance, dirname(usagePath), goldPath, raw);
+  const { questions, withoutGold } = assessJoined(joined, { ...options, seed, bootstrap }, fitted);
+  if (!options.questions) fillLevels(questions, usage, usagePath);
   const out: Assessment = {
     kind: "typed-eval.assessment",
     answers: answersPath,
@@ -363,16 +409,11 @@ export async function assess(
     rows: joined.counts,
     gold_only_examples: joined.goldOnly,
     ignored_gold_fields: joined.ignored,
-    raw: !!options.raw && joined.hadRaw,
+    raw,
     seed,
     bootstrap,
     questions,
-    provenance: provenanceOf(
-      usage,
-      `${answersPath}.usage.json`,
-      { sawRaw: joined.hadRaw, rowModel: joined.model, rowPromptFormat: joined.promptFormat },
-      { answers: answersPath, gold: goldPath, job: options.job },
-    ),
+    provenance,
   };
   if (withoutGold.length) out.questions_without_gold = withoutGold;
   const failed = await failedRows(answersPath, usage);
@@ -388,7 +429,7 @@ export function describeAssessment(a: Assessment, table: readonly Metric[] = MET
   const lines: string[] = [];
   const r = a.rows;
   lines.push(
-    `${r.matched} of ${plural(r.gold, "gold row")} matched ${plural(r.answers, "answer")} (${plural(r.answers_only, "answer")} without gold${r.gold_only ? `, ${plural(r.gold_only, "gold row")} without answers` : ""}${r.repeated_ids ? `, ${plural(r.repeated_ids, "answer")} repeating an id: the first row of each id was used` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
+    `${tally(r.matched)} of ${plural(r.gold, "gold row")} matched ${plural(r.answers, "answer")} (${plural(r.answers_only, "answer")} without gold${r.gold_only ? `, ${plural(r.gold_only, "gold row")} without answers` : ""}${r.repeated_ids ? `, ${plural(r.repeated_ids, "answer")} repeating an id: the first row of each id was used` : ""})${a.raw ? "; raw (uncalibrated) probabilities" : ""}`,
   );
   if (a.ignored_gold_fields.length) lines.push(`gold fields not assessed (not questions of the answers): ${a.ignored_gold_fields.join(", ")}`);
   for (const q of a.questions) {
@@ -397,7 +438,7 @@ export function describeAssessment(a: Assessment, table: readonly Metric[] = MET
       const ci = q.intervals[m.name];
       let line = `  ${m.label.padEnd(22)} ${metricText(m, q.metrics[m.name]).padStart(6)}`;
       if (ci) line += `  [${metricText(m, ci[0])}, ${metricText(m, ci[1])}]`;
-      if (m.noiseFloor) line += `${ci ? "" : "                "}  noise floor ${fmt(q.ece_noise_floor.median)} (95%: ${fmt(q.ece_noise_floor.p95)})`;
+      if (m.noiseFloor) line += `${ci ? "" : "                "}  ${noiseFloorText(q.ece_noise_floor)}`;
       lines.push(line);
     }
     const cover = q.risk_coverage.at.map((p) => `${Math.round(p.coverage * 100)}%: ${fmt(p.accuracy)} (p>=${fmt(p.threshold)})`).join(", ");

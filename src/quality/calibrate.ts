@@ -12,7 +12,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { classify, VerdictError } from "../api/verdict.js";
-import type { CalibrationFile, FittedQuestion, HeldOut } from "../calibration/file.js";
+import { type CalibrationFile, encodeIdKeys, type FittedQuestion, type HeldOut, type IdKeys } from "../calibration/file.js";
 import { batchQuestion, contextualMaps } from "../calibration/label-free.js";
 import { batchFlattens, fitData, fitMap, FITTED_METHODS, mapped, movement, type Method } from "../calibration/maps.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
@@ -130,8 +130,11 @@ export async function calibrateAnswers(options: CalibrateOptions): Promise<Calib
     questions: {},
   };
   const warnings: string[] = [];
-  if (fitsOnGold(options.method)) file.questions = await fitOnGold(options, options.method);
-  else if (options.method === "batch") file.questions = await fitBatch(options, warnings);
+  if (fitsOnGold(options.method)) {
+    const fitted = await fitOnGold(options, options.method);
+    file.questions = fitted.questions;
+    file.fitted_on.gold_ids = fitted.ids;
+  } else if (options.method === "batch") file.questions = await fitBatch(options, warnings);
   else {
     const contextual = await fitContextual(options, identity);
     file.identity = contextual.identity;
@@ -156,7 +159,11 @@ function answersIdentity(answers: string): { identity: string | null; model: str
   return { identity: null, model: null };
 }
 
-async function fitOnGold(options: CalibrateOptions, method: "auto" | "temperature" | "platt"): Promise<Record<string, FittedQuestion>> {
+/** Fits each question on its gold rows; `ids`, the gold rows fitted on (any question), by their record keys. */
+async function fitOnGold(
+  options: CalibrateOptions,
+  method: "auto" | "temperature" | "platt",
+): Promise<{ questions: Record<string, FittedQuestion>; ids: IdKeys }> {
   const joined = await joinGold(options.answers, options.gold as string, {
     questions: options.questions,
     idField: options.idField,
@@ -165,11 +172,14 @@ async function fitOnGold(options: CalibrateOptions, method: "auto" | "temperatur
     allowUnmatched: options.allowUnmatched,
   });
   const out: Record<string, FittedQuestion> = {};
+  const keys: number[] = [];
   for (const q of joined.questions) {
     const rows = joined.rows.get(q.name) as Rows;
-    if (rows.n > 0) out[q.name] = fitQuestion(q, rows, { method, folds: options.folds, seed: options.seed });
+    if (rows.n === 0) continue;
+    out[q.name] = fitQuestion(q, rows, { method, folds: options.folds, seed: options.seed });
+    for (let i = 0; i < rows.n; i++) keys.push(rows.hi[i] as number);
   }
-  return out;
+  return { questions: out, ids: encodeIdKeys(keys) };
 }
 
 /** Batch calibration; gold labels, when given, say whether a question's skew is real (a map that flattens one is refused without --force). */

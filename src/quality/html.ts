@@ -15,7 +15,7 @@
  * kept for the longest value beside a bar.
  */
 import { relative, isAbsolute } from "node:path";
-import { num, pct, plural } from "./numbers.js";
+import { num, pct, plural, tally } from "./numbers.js";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
@@ -108,7 +108,9 @@ interface Table {
   rows: (string | number)[][];
 }
 
-const cells = (r: (string | number)[], tag: string) => r.map((c) => `<${tag}>${escapeHtml(String(c))}</${tag}>`).join("");
+// A count in a chart's table reads as every count does: 4,559, never 4559.
+const cells = (r: (string | number)[], tag: string) =>
+  r.map((c) => `<${tag}>${escapeHtml(typeof c === "number" && Number.isInteger(c) ? tally(c) : String(c))}</${tag}>`).join("");
 
 /** Pixels per chart unit, the same for every chart of every page. */
 export const CHART_SCALE = 1.12;
@@ -269,7 +271,7 @@ export function histogram(title: string, series: Series[], lo: number, hi: numbe
       const h = (v / top) * f.height;
       const a = lo + ((hi - lo) * i) / bins;
       const b = lo + ((hi - lo) * (i + 1)) / bins;
-      const text = shares ? `${x.name}: ${pct(v)} (${x.values[i]} rows)` : String(v);
+      const text = shares ? `${x.name}: ${pct(v)} (${plural(x.values[i] ?? 0, "row")})` : tally(v);
       svg += `<rect class="${toneOf(x, j, series)}" x="${f.left + i * w + 0.5 + j * barW}" y="${f.top + f.height - h}" width="${Math.max(barW, 0.5)}" height="${h}"><title>${rangeText(a, b, "-")}: ${escapeHtml(text)}</title></rect>`;
     }),
   );
@@ -334,7 +336,8 @@ export function reliabilityDiagram(title: string, bins: { lo: number; hi: number
 /** Accuracy against coverage (rows taken most confident first), with the table of chosen points visible under it. */
 export function coverageCurve(title: string, points: { coverage: number; accuracy: number; threshold: number }[], below?: Table): string {
   const minAcc = Math.min(1, ...points.map((p) => p.accuracy));
-  const lo = Math.max(0, Math.floor(minAcc * 10) / 10 - 0.1);
+  // At least 0.8 to 1 (ticks of 0.05), so every tick prints in two decimals: 0.9 to 1 would print 0.975, wider than the axis title's room.
+  const lo = Math.max(0, Math.min(0.8, Math.floor(minAcc * 10) / 10 - 0.1));
   const f: Frame = { left: 46, top: 10, width: W - 46 - 14, height: 150 };
   const y = (a: number) => yIn(f, (a - lo) / (1 - lo));
   let svg = axes(f, scaleTicks(lo, 1, 4), "accuracy");
@@ -366,7 +369,7 @@ export function coverageCurve(title: string, points: { coverage: number; accurac
 export function heatMap(title: string, labels: string[], matrix: number[][]): string {
   const k = labels.length;
   const max = Math.max(1, ...matrix.flat());
-  const digits = String(Math.round(max)).length;
+  const digits = tally(Math.round(max)).length;
   const rowLines = labels.map((l) => wrapLabel(l, 16));
   const colLines = labels.map((l) => wrapLabel(l, 18));
   const maxColLines = Math.max(...colLines.map((l) => l.length));
@@ -389,8 +392,8 @@ export function heatMap(title: string, labels: string[], matrix: number[][]): st
   matrix.forEach((row, r) =>
     row.forEach((v, c) => {
       const t = v / max;
-      svg += `<rect x="${left + c * size}" y="${top + r * size}" width="${size - 1}" height="${size - 1}" fill="rgba(37, 99, 235, ${(0.08 + 0.92 * t).toFixed(3)})"><title>gold ${escapeHtml(labels[r] as string)}, predicted ${escapeHtml(labels[c] as string)}: ${v}</title></rect>`;
-      svg += `<text class="${t > 0.55 ? "light" : ""}" x="${left + c * size + size / 2}" y="${top + r * size + size / 2 + 4}" text-anchor="middle">${v}</text>`;
+      svg += `<rect x="${left + c * size}" y="${top + r * size}" width="${size - 1}" height="${size - 1}" fill="rgba(37, 99, 235, ${(0.08 + 0.92 * t).toFixed(3)})"><title>gold ${escapeHtml(labels[r] as string)}, predicted ${escapeHtml(labels[c] as string)}: ${tally(v)}</title></rect>`;
+      svg += `<text class="${t > 0.55 ? "light" : ""}" x="${left + c * size + size / 2}" y="${top + r * size + size / 2 + 4}" text-anchor="middle">${tally(v)}</text>`;
     }),
   );
   labels.forEach((_, i) => {
@@ -430,7 +433,7 @@ svg text{font-size:11px;fill:#374151}svg text.small{font-size:10px}svg text.ligh
 .s0{fill:#2563eb}.s1{fill:#f59e0b}.earlier{fill:#9ca3af}.count{fill:#9ca3af}
 table.under{font-size:12px}
 .bad{color:#b91c1c;font-weight:600}.ok{color:#166534;font-weight:600}.muted{color:#6b7280}
-.sentence{font-size:17px;font-weight:600;margin:6px 0 4px}.model{margin:0 0 8px}
+.sentence{font-size:17px;font-weight:600;margin:6px 0 4px}.nowrap{white-space:nowrap}.model{margin:0 0 8px}
 .changed{background:#fef3c7;border:1px solid #f59e0b;border-radius:6px;padding:6px 10px;font-weight:600}
 table.verdict{margin:0;width:100%}table.verdict td,table.verdict th{text-align:left;vertical-align:top;font-size:13px;padding:3px 7px}
 .rules{columns:3 300px;column-gap:24px;font-size:12px;color:#374151;margin:8px 0 0}.rules div{break-inside:avoid;margin-bottom:4px}.rules dt{font-weight:600}.rules dd{margin:0}

@@ -6,7 +6,7 @@
  * they print first.
  */
 import { type Assessment, assess, type JoinOptions } from "./assess.js";
-import { breaches, type Breach, checkConditions, type Condition, gateRecord, type GateRecord } from "./gate.js";
+import { breaches, type Breach, checkConditions, type Condition, gateRecord, type GateRecord, verdictBreaches } from "./gate.js";
 import type { Metric } from "./metric-table.js";
 import { type RunReport, runReport } from "./report.js";
 import type { Suspects } from "./suspects.js";
@@ -68,7 +68,10 @@ export async function measure(o: MeasureOptions): Promise<Measured> {
     ? await runReport(o.answers, { questions: o.questions, compare: o.compare, errors: o.errors, usage: o.usage, job: o.job })
     : undefined;
   const found = breaches(gateSubject(assessment, report, o.metrics), conditions);
+  const verdict = buildVerdict({ assessment, report, breaches: found });
+  // A gate on the verdict reads the marks the other conditions' breaches helped make.
+  found.push(...verdictBreaches(verdict.questions, conditions));
   const gate = conditions.length > 0 ? gateRecord(conditions, found) : undefined;
   if (report && gate) report.gate = gate;
-  return { assessment, report, breaches: found, gate, verdict: buildVerdict({ assessment, report, breaches: found }) };
+  return { assessment, report, breaches: found, gate, verdict };
 }

@@ -177,6 +177,19 @@ export function weakestClass(classes: readonly ClassFigures[]): ClassFigures | u
   return weakest;
 }
 
+/** The class the model answers with whose answers are least often right (the first in label order on a tie); undefined when the model answers with no class. */
+export function leastPreciseClass(classes: readonly ClassFigures[]): ClassFigures | undefined {
+  let least: ClassFigures | undefined;
+  for (const c of classes) if (c.precision !== null && (least === undefined || c.precision < (least.precision as number))) least = c;
+  return least;
+}
+
+/** The values a figure can take: a `--fail-if` limit outside them can never hold and is refused. */
+export type Range = readonly [number, number];
+const UNIT: Range = [0, 1];
+const SIGNED: Range = [-1, 1];
+const UNBOUNDED: Range = [0, Number.POSITIVE_INFINITY];
+
 interface Declared {
   /** The key in the JSON's `metrics`, and the name `--fail-if` takes unless `gate` says otherwise. */
   name: string;
@@ -198,6 +211,12 @@ interface Declared {
   needs?: Preparation;
   /** The verdict column that shows it (and marks a --fail-if breach of it). */
   column: "agreement" | "calibration" | "weakest_class";
+  /** The values it can take. */
+  range: Range;
+  /** What its support is (the rows it rests on, which `--fail-if ... min N` reads), for the docs; default: the question's gold rows. */
+  supportDoc?: string;
+  /** Its support, when not the question's gold rows. */
+  support?: (x: Whole) => number;
 }
 
 /** A metric of the rows under weights: a bootstrap interval is available. */
@@ -233,6 +252,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Share of rows whose most probable label is the gold label.",
     types: ALL,
     better: "higher",
+    range: UNIT,
     digits: 3,
     weighted: ({ d, m }) => accuracyOf(m, d.s.k),
     interval: "bootstrap",
@@ -244,6 +264,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Mean recall over the labels that occur in the gold (scikit-learn's balanced accuracy).",
     types: ["noul", "choice"],
     better: "higher",
+    range: UNIT,
     digits: 3,
     weighted: ({ d, m }) => balancedAccuracyOf(m, d.s.k),
   },
@@ -254,9 +275,26 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Recall of the class the model finds least often among those in the gold, with its 95% Wilson interval: the headline figure when a class is rare (under 10% of gold rows), where accuracy can stay high while that class is missed.",
     types: ["noul", "choice"],
     better: "higher",
+    range: UNIT,
     digits: 3,
+    supportDoc: "that class's gold rows",
+    support: ({ classes }) => weakestClass(classes)?.gold ?? 0,
     whole: ({ classes }) => weakestClass(classes)?.recall ?? Number.NaN,
     interval: ({ classes }) => weakestClass(classes)?.recall_interval ?? [Number.NaN, Number.NaN],
+  },
+  {
+    name: "weakest_precision",
+    column: "weakest_class",
+    label: "least class precision",
+    doc: "Precision of the class whose answers are least often right, among those the model answers with, with its 95% Wilson interval: a rare class the model over-answers shows here (few of its answers right) while its recall and the accuracy read well.",
+    types: ["noul", "choice"],
+    better: "higher",
+    range: UNIT,
+    digits: 3,
+    supportDoc: "the rows answered with that class",
+    support: ({ classes }) => leastPreciseClass(classes)?.predicted ?? 0,
+    whole: ({ classes }) => leastPreciseClass(classes)?.precision ?? Number.NaN,
+    interval: ({ classes }) => leastPreciseClass(classes)?.precision_interval ?? [Number.NaN, Number.NaN],
   },
   {
     name: "macro_f1",
@@ -265,6 +303,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "F1 averaged over the options that occur in the gold or the predictions (an undefined F1 counts 0).",
     types: ["choice"],
     better: "higher",
+    range: UNIT,
     digits: 3,
     weighted: ({ d, m }) => macroF1Of(m, d.s.k),
     interval: "bootstrap",
@@ -276,6 +315,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Agreement with the gold beyond chance, unweighted.",
     types: ["choice"],
     better: "higher",
+    range: SIGNED,
     digits: 3,
     weighted: ({ d, m }) => kappaOf(m, d.s.k),
   },
@@ -286,6 +326,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Cohen's kappa with quadratic weights on the distance between levels.",
     types: ["score"],
     better: "higher",
+    range: SIGNED,
     digits: 3,
     weighted: ({ d, m }) => kappaOf(m, d.s.k, "quadratic"),
     interval: "bootstrap",
@@ -297,6 +338,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Share of rows whose gold option is among the two most probable (ties count against).",
     types: ["choice"],
     better: "higher",
+    range: UNIT,
     digits: 3,
     weighted: ({ d, w }) => topKAccuracy(d.s, 2, w),
   },
@@ -307,6 +349,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Mean squared distance between the probabilities and the one-hot gold label (a noul: of p(yes) alone).",
     types: ["noul", "choice"],
     better: "lower",
+    range: [0, 2],
     digits: 3,
     weighted: ({ d, w }) => brier(d.s, w),
   },
@@ -317,6 +360,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Mean negative log-probability of the gold label, probabilities clipped to [1e-15, 1 - 1e-15].",
     types: ["noul", "choice"],
     better: "lower",
+    range: UNBOUNDED,
     digits: 3,
     weighted: ({ d, w }) => logLoss(d.s, w),
   },
@@ -327,6 +371,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Area under the ROC curve of p(yes); tied probabilities count half.",
     types: ["noul"],
     better: "higher",
+    range: UNIT,
     digits: 3,
     needs: "ranking",
     weighted: ({ d, w }) => auroc(d.score, d.positive, w),
@@ -339,6 +384,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Average precision of p(yes) (scikit-learn's average_precision_score).",
     types: ["noul"],
     better: "higher",
+    range: UNIT,
     digits: 3,
     needs: "ranking",
     weighted: ({ d, w }) => averagePrecision(d.score, d.positive, w),
@@ -350,6 +396,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Share of rows whose most probable level is at most one level from the gold level.",
     types: ["score"],
     better: "higher",
+    range: UNIT,
     digits: 3,
     weighted: ({ d, w }) => withinAccuracy(d.pred, d.s.y, 1, w),
   },
@@ -360,6 +407,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Mean absolute distance between the expected level (sum of level times probability) and the gold level.",
     types: ["score"],
     better: "lower",
+    range: UNBOUNDED,
     digits: 3,
     needs: "ordinal",
     weighted: ({ d, w }) => maeExpected(d.expected, d.s.y, w),
@@ -371,6 +419,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Rank correlation between the expected level and the gold level.",
     types: ["score"],
     better: "higher",
+    range: SIGNED,
     digits: 3,
     needs: "ordinal",
     weighted: ({ d, w }) => spearman(d.expected, d.gold, w, d.ranks),
@@ -382,6 +431,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Ranked probability score: squared distance between predicted and gold cumulative distributions, over the k-1 thresholds, in [0, 1].",
     types: ["score"],
     better: "lower",
+    range: UNIT,
     digits: 3,
     weighted: ({ d, w }) => rankedProbabilityScore(d.s, w),
   },
@@ -392,6 +442,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Expected calibration error: |accuracy - confidence| over 15 equal-width bins of the top-label probability, weighted by bin size. Biased upward at small n: compare with the noise floor printed beside it.",
     types: ALL,
     better: "lower",
+    range: UNIT,
     digits: 3,
     noiseFloor: true,
     whole: ({ calibration }) => calibration.ece,
@@ -403,6 +454,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "The ECE over 15 equal-count bins.",
     types: ALL,
     better: "lower",
+    range: UNIT,
     digits: 3,
     whole: ({ calibration }) => calibration.ace,
   },
@@ -413,6 +465,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Largest |accuracy - confidence| of a non-empty equal-width bin.",
     types: ALL,
     better: "lower",
+    range: UNIT,
     digits: 3,
     whole: ({ calibration }) => calibration.mce,
   },
@@ -423,6 +476,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Area under the risk-coverage curve: the error rate of the most confident rows, averaged over every coverage.",
     types: ALL,
     better: "lower",
+    range: UNIT,
     digits: 3,
     whole: ({ risk }) => risk.aurc,
   },
@@ -433,6 +487,7 @@ export const METRIC_TABLE: readonly Metric[] = [
     doc: "Median-unbiased estimate of the population's binned ECE (0 when the measured ECE is within noise); its 95% interval inverts the ECE's simulated sampling distribution and always holds the estimate.",
     types: ALL,
     better: "lower",
+    range: UNIT,
     digits: 3,
     whole: ({ ece }) => ece.estimate,
     interval: ({ ece }) => ece.interval,
@@ -447,7 +502,12 @@ export interface ClassMetric {
   types: Applies;
   better: "higher";
   column: "weakest_class";
+  range: Range;
   value: (c: ClassFigures) => number | null;
+  interval: (c: ClassFigures) => [number, number] | null;
+  /** The rows the figure rests on (`--fail-if ... min N`), and its words for the docs. */
+  support: (c: ClassFigures) => number;
+  supportDoc: string;
 }
 
 /** The per class metrics, each with a 95% Wilson interval. */
@@ -459,7 +519,11 @@ export const CLASS_METRICS: readonly ClassMetric[] = [
     types: ["noul", "choice"],
     better: "higher",
     column: "weakest_class",
+    range: UNIT,
     value: (c) => c.recall,
+    interval: (c) => c.recall_interval,
+    support: (c) => c.gold,
+    supportDoc: "the class's gold rows",
   },
   {
     name: "precision",
@@ -468,7 +532,11 @@ export const CLASS_METRICS: readonly ClassMetric[] = [
     types: ["noul", "choice"],
     better: "higher",
     column: "weakest_class",
+    range: UNIT,
     value: (c) => c.precision,
+    interval: (c) => c.precision_interval,
+    support: (c) => c.predicted,
+    supportDoc: "the rows answered with the class",
   },
 ];
 
@@ -484,6 +552,17 @@ export interface DriftMetric {
   /** "compare": needs an earlier run's answers (--compare). */
   needs?: "compare";
   column: "drift" | "answered";
+  range: Range;
+  /** The rows the figure rests on (`--fail-if ... min N`), and its words for the docs. */
+  support: (x: DriftSupport) => number;
+  supportDoc: string;
+}
+
+/** What a drift metric's support is counted from: a question's rows tonight, the ids both runs hold, the rows carrying label mass. */
+export interface DriftSupport {
+  rows: number;
+  shared: number;
+  massRows: number;
 }
 
 /** PSI above these is worth a look, then a real shift (the usual rule of thumb). */
@@ -499,6 +578,9 @@ export const DRIFT_METRICS: readonly DriftMetric[] = [
     better: "lower",
     needs: "compare",
     column: "drift",
+    range: UNBOUNDED,
+    support: (x) => x.rows,
+    supportDoc: "this run's rows",
   },
   {
     name: "js_distance",
@@ -507,6 +589,9 @@ export const DRIFT_METRICS: readonly DriftMetric[] = [
     better: "lower",
     needs: "compare",
     column: "drift",
+    range: UNIT,
+    support: (x) => x.rows,
+    supportDoc: "this run's rows",
   },
   {
     name: "agreement",
@@ -515,6 +600,9 @@ export const DRIFT_METRICS: readonly DriftMetric[] = [
     better: "higher",
     needs: "compare",
     column: "drift",
+    range: UNIT,
+    support: (x) => x.shared,
+    supportDoc: "the ids in both runs",
   },
   {
     name: "label_mass",
@@ -522,6 +610,9 @@ export const DRIFT_METRICS: readonly DriftMetric[] = [
     doc: "Mean share of the next-token probability that fell on the labels, over the rows that carry it (n/a when none does).",
     better: "higher",
     column: "answered",
+    range: UNIT,
+    support: (x) => x.massRows,
+    supportDoc: "the rows carrying label mass",
   },
 ];
 
@@ -579,20 +670,27 @@ export const VERDICT_LIMITS = {
   /** Share of gold rows that are suspects. */
   suspectsLook: 0.03,
   suspectsAct: 0.1,
-  /** The weakest class's recall: the interval's bottom for ok, its top for act. */
+  /** The weakest class's recall and the least precise class's precision: the interval's bottom for ok, its top for act. */
   recallOk: 0.7,
   recallAct: 0.5,
+  /** Share of a question's gold rows the applied calibration was fitted on at which its calibration figures are in-sample. */
+  inSample: 0.1,
+  /** Gold chosen by confidence: the Kolmogorov-Smirnov distance between its rows' confidence and the run's, and the p-value under which it counts. */
+  chosenDistance: 0.2,
+  chosenP: 0.001,
 } as const;
 
 /** What each column's rule reads. */
 export interface Evidence {
   answered: { answered: number; failed: number };
   agreement: { accuracy: number; interval: readonly [number, number]; commonest: number };
-  calibration: { ece: number; noiseP95: number; debiased: readonly [number, number] };
+  /** `inSample`: the gold rows are mostly those the calibration the answers carry was fitted on. */
+  calibration: { ece: number; noiseP95: number; debiased: readonly [number, number]; inSample: boolean };
   /** modelChanged: the earlier run was answered by another model, or read from prompts of another format. */
   drift: { psi: number; agreement: number | undefined; modelChanged: boolean };
   suspects: { suspects: number; rows: number };
-  weakest_class: { interval: readonly [number, number] };
+  /** The weakest class's recall interval, and the least precise class's precision interval (absent when the model answers with no class). */
+  weakest_class: { recall: readonly [number, number]; precision?: readonly [number, number] | undefined };
 }
 
 export interface VerdictColumn<K extends ColumnKey = ColumnKey> {
@@ -627,8 +725,8 @@ export const VERDICT_COLUMNS: { [K in ColumnKey]: VerdictColumn<K> } = {
   calibration: {
     key: "calibration",
     label: "calibration",
-    rule: `ECE against its noise floor (the 95th percentile of the ECE a calibrated model shows at this n). ok: within it; act: the ECE with noise removed is above ${L.eceAct} across its whole 95% interval; look: in between.`,
-    mark: ({ ece, noiseP95, debiased: [lo] }) => (ece <= noiseP95 ? "ok" : lo > L.eceAct ? "act" : "look"),
+    rule: `ECE against its noise floor (the 95th percentile of the ECE a calibrated model shows at this n). ok: within it; act: the ECE with noise removed is above ${L.eceAct} across its whole 95% interval; look: in between, or within it on gold rows the calibration was fitted on (${share(L.inSample)} of them or more: in-sample figures may flatter it; the calibration file's held-out ECE is named).`,
+    mark: ({ ece, noiseP95, debiased: [lo], inSample }) => (ece <= noiseP95 ? (inSample ? "look" : "ok") : lo > L.eceAct ? "act" : "look"),
   },
   drift: {
     key: "drift",
@@ -648,15 +746,40 @@ export const VERDICT_COLUMNS: { [K in ColumnKey]: VerdictColumn<K> } = {
   },
   weakest_class: {
     key: "weakest_class",
-    label: "weakest class recall",
-    rule: `Recall of the class the model finds least often (noul and choice), with its 95% Wilson interval. act: the interval's top is under ${L.recallAct}; look: its bottom is under ${L.recallOk}; ok: its bottom is ${L.recallOk} or more.`,
-    mark: ({ interval: [lo, hi] }) => (hi < L.recallAct ? "act" : lo < L.recallOk ? "look" : "ok"),
+    label: "weakest class",
+    rule: `Recall of the class the model finds least often, and precision of the class whose answers are least often right (noul and choice), each with its 95% Wilson interval. act: either interval's top is under ${L.recallAct}; look: either bottom is under ${L.recallOk}; ok: both bottoms are ${L.recallOk} or more.`,
+    mark: ({ recall, precision }) => {
+      const intervals = precision ? [recall, precision] : [recall];
+      return intervals.some(([, hi]) => hi < L.recallAct) ? "act" : intervals.some(([lo]) => lo < L.recallOk) ? "look" : "ok";
+    },
   },
 };
 
 /** The rules every column shares. */
 export const VERDICT_COMMON_RULE =
-  "In any column: act when a --fail-if condition on a metric it shows holds. A cell without evidence reads n/a with the reason, and is never ok.";
+  "In any column: act when a --fail-if condition on a metric it shows holds. A cell without evidence reads n/a with the reason and what to add, and is never ok.";
+
+/** The columns whose evidence can earn an ok: every one but answered (rows answered say nothing of whether their labels are right). */
+export const EVIDENCE_COLUMNS: readonly ColumnKey[] = COLUMN_KEYS.filter((k) => k !== "answered");
+
+/** How a question's mark and the whole verdict's follow from the cells. */
+export const VERDICT_MARK_RULE =
+  "A question is act or look when any of its cells is; ok only when every cell with evidence is ok and at least one beyond answered has evidence (agreement, calibration, drift, suspects or weakest class); otherwise n/a. The verdict is act or look when any question is, ok only when every question is ok, and otherwise n/a: never ok when nothing beyond the answered rows was measured.";
+
+/** What a gold sample chosen by confidence does to the columns measured on it. */
+export const VERDICT_SAMPLE_RULE = `On gold chosen by confidence (its rows' top-label probabilities unlike the run's: a Kolmogorov-Smirnov distance of ${L.chosenDistance} or more, p < ${L.chosenP}; a review queue is such a sample), agreement, calibration and weakest class read look whatever their figures: those describe the chosen rows, not the run.`;
+
+/** The verdict as a gate: `--fail-if "verdict>ok"` (every question) or `team.verdict>=act` compares a question's mark, ordered ok < look < act. */
+export const VERDICT_GATE = {
+  name: "verdict",
+  marks: ["ok", "look", "act"] as const,
+  doc: "A question's mark in the verdict, ordered ok < look < act: `verdict>ok` holds for every question not ok. A question marked n/a (nothing measured beyond the answered rows) holds any verdict condition, as a figure that cannot be computed does: a gate on `verdict>ok` never passes a night nobody measured.",
+} as const;
+
+/** The ECE noise floor as every table, page and the verdict name it: the 95th percentile of a calibrated model's ECE at this n. */
+export function noiseFloorText(floor: { median: number; p95: number }): string {
+  return `noise floor ${num(floor.p95)} (a calibrated model's median ${num(floor.median)})`;
+}
 
 /** The columns in order. */
 export const VERDICT_COLUMN_LIST: readonly VerdictColumn[] = COLUMN_KEYS.map((k) => VERDICT_COLUMNS[k] as VerdictColumn);
@@ -667,6 +790,11 @@ export function columnOfMetric(name: string, table: readonly Metric[] = METRIC_T
   return (
     table.find((m) => gateName(m) === base)?.column ?? CLASS_METRICS.find((m) => m.name === base)?.column ?? DRIFT_METRICS.find((m) => m.name === base)?.column
   );
+}
+
+/** A range as the docs print it: "0 to 1", "0 and up". */
+function rangeDoc([lo, hi]: Range): string {
+  return Number.isFinite(hi) ? `${lo} to ${hi}` : `${lo} and up`;
 }
 
 /**
@@ -683,13 +811,35 @@ export function metricsMarkdown(table: readonly Metric[] = METRIC_TABLE): string
 <!-- Generated from src/quality/metric-table.ts; do not edit. UPDATE_DOCS=1 npx vitest run test/quality/metric-table.test.ts rewrites it. -->
 
 \`typed-eval assess\` reports these metrics per question, under \`metrics\` in
-its JSON (the key is the name below), in the terminal table and in the HTML
-report. Metrics with an interval are the headline figures; their 95%
-intervals are under \`intervals\`. Any metric can gate a run:
-\`--fail-if "question.name>value"\` (or a bare \`name\`: every question) exits 4
-when the condition holds, or when the metric could not be computed. Conditions
-are separated by commas; a breach is marked act in the verdict's column named
-below.
+its JSON (the key is the name below), each with the rows it rests on under
+\`support\`, in the terminal table and in the HTML report. Metrics with an
+interval are the headline figures; their 95% intervals are under
+\`intervals\`.
+
+## Gates
+
+Any metric can gate a run: \`--fail-if "question.name>value"\` (or a bare
+\`name\`: every question that has the metric) exits 4 when the condition
+holds, or when the metric could not be computed. Conditions are separated by
+commas; a breach is marked act in the verdict's column named below. Two
+words after the limit ask more of the evidence:
+
+- \`min N\`: the figure must rest on at least N rows (its support, below);
+  on fewer the condition holds. \`team.recall["fraud"]<0.6 min 30\` fails a
+  recall of 1 of 2 (0.5) that the bare condition would pass.
+- \`interval\`: the condition holds when any value of the figure's 95%
+  interval would, so it passes only when the whole interval clears the
+  limit: \`team.accuracy<0.9 interval\` fails unless the interval's bottom is
+  0.9 or more. Only metrics with an interval take it.
+
+A gate that checks nothing is refused (exit 2) before any answers are read:
+an empty one (\`""\`, \`","\`, \`"   "\`), and a condition that can never hold
+because its limit is outside the values the metric takes (the range below:
+\`topic.ece>5\`, \`accuracy<0\`). So is a condition on a metric the command
+cannot measure with what it was given (a drift metric without \`--compare\`,
+a gold metric without gold labels).
+
+The verdict itself gates too: ${VERDICT_GATE.doc}
 
 Conventions: the predicted label is the most probable (ties to the first);
 "confidence" is the top label's probability; a noul's classes are no = 0,
@@ -697,32 +847,32 @@ yes = 1. Bootstrap intervals come from \`--bootstrap\` draws (default 200)
 keyed by record id and \`--seed\`, so the same rows in any order give the same
 interval.
 
-| \`--fail-if\` name | shown as | question types | better | interval | verdict column | what it is |
-|---|---|---|---|---|---|---|
-${table.map((m) => `| \`${gateName(m)}\` | ${cell(m.label)} | ${typesText(m.types)} | ${m.better} | ${interval(m)} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+| \`--fail-if\` name | shown as | question types | better | range | interval | support | verdict column | what it is |
+|---|---|---|---|---|---|---|---|---|
+${table.map((m) => `| \`${gateName(m)}\` | ${cell(m.label)} | ${typesText(m.types)} | ${m.better} | ${rangeDoc(m.range)} | ${interval(m)} | ${m.supportDoc ?? "gold rows"} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
 
 ## Per class
 
 For noul and choice questions, under \`classes\`: each class's gold rows, its
 share of them, and these figures with 95% Wilson intervals. A class under
 ${RARE_CLASS_SHARE * 100}% of the gold rows is rare: the question's headline is then the weakest
-class's recall. The gate names a class as a JSON string, so any name
+class's recall and the least precise class's precision. The gate names a class as a JSON string, so any name
 survives, spaces, commas and quotes included:
 \`--fail-if 'team.recall["account access"]<0.6'\` (inside the name, \`\\"\` is a
 quote and \`\\\\\` a backslash).
 
-| \`--fail-if\` name | shown as | question types | better | interval | verdict column | what it is |
-|---|---|---|---|---|---|---|
-${CLASS_METRICS.map((m) => `| \`${classGateName(m.name, "class")}\` | ${m.label} | ${typesText(m.types)} | ${m.better} | Wilson, 95% | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+| \`--fail-if\` name | shown as | question types | better | range | interval | support | verdict column | what it is |
+|---|---|---|---|---|---|---|---|---|
+${CLASS_METRICS.map((m) => `| \`${classGateName(m.name, "class")}\` | ${m.label} | ${typesText(m.types)} | ${m.better} | ${rangeDoc(m.range)} | Wilson, 95% | ${m.supportDoc} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
 
 ## Drift and the answers themselves
 
 \`typed-eval report\` and \`assess --compare EARLIER\` measure these per
 question; those marked "--compare" need the earlier run's answers.
 
-| \`--fail-if\` name | shown as | needs | better | verdict column | what it is |
-|---|---|---|---|---|---|
-${DRIFT_METRICS.map((m) => `| \`${m.name}\` | ${m.label} | ${m.needs === "compare" ? "--compare" : "–"} | ${m.better} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
+| \`--fail-if\` name | shown as | needs | better | range | support | verdict column | what it is |
+|---|---|---|---|---|---|---|---|
+${DRIFT_METRICS.map((m) => `| \`${m.name}\` | ${m.label} | ${m.needs === "compare" ? "--compare" : "–"} | ${m.better} | ${rangeDoc(m.range)} | ${m.supportDoc} | ${column(m.column)} | ${cell(m.doc)} |`).join("\n")}
 
 ## The verdict
 
@@ -733,5 +883,13 @@ column, each marked by these rules. ${VERDICT_COMMON_RULE}
 | column | rule |
 |---|---|
 ${VERDICT_COLUMN_LIST.map((c) => `| ${c.label} | ${cell(c.rule)} |`).join("\n")}
+| the mark | ${cell(VERDICT_MARK_RULE)} |
+| the gold sample | ${cell(VERDICT_SAMPLE_RULE)} |
+
+What a scheduler gets: \`verdict.mark\` in the JSON is ok, look, act or n/a;
+accept ok (or ok and look) and nothing else, so n/a (nothing measured) is
+never accepted. The exit code of \`assess\` and \`report\` says the command did
+its work (0) unless a gate is given: \`--fail-if "verdict>ok"\` exits 4 unless
+every question is ok, n/a included.
 `;
 }

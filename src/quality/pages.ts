@@ -25,7 +25,20 @@ import {
   type Tile,
   tiles,
 } from "./html.js";
-import { classGateName, gateName, headlineOf, METRIC_TABLE, type Metric, metricsOf, metricText, VERDICT_COLUMN_LIST } from "./metric-table.js";
+import {
+  classGateName,
+  gateName,
+  headlineOf,
+  leastPreciseClass,
+  METRIC_TABLE,
+  type Metric,
+  metricsOf,
+  metricText,
+  noiseFloorText,
+  VERDICT_COLUMN_LIST,
+  weakestClass,
+} from "./metric-table.js";
+import { inSampleText, isInSample } from "./sample.js";
 import { intervalText, num, pct, plural, tally } from "./numbers.js";
 import { provenanceRows } from "./provenance.js";
 import { PSI_EPSILON, type QuestionStats, type RunReport, type Shift, suspectsHtml } from "./report.js";
@@ -63,9 +76,17 @@ export function verdictHtml(v: Verdict): string {
         `<tr data-question="${escapeHtml(q.name)}"><td class="${markClass(q.mark)}"><span class="mark">${q.mark}</span><a href="#${anchorOf(q.name)}">${escapeHtml(q.name)}</a> <span class="muted">${q.type}</span></td>${VERDICT_COLUMN_LIST.map((c) => cellHtml(q.cells[c.key])).join("")}</tr>`,
     )
     .join("");
-  const rules = `<dl class="rules">${VERDICT_COLUMN_LIST.map((c) => `<div><dt>${escapeHtml(c.label)}</dt><dd>${escapeHtml(c.rule)}</dd></div>`).join("")}<div><dt>every column</dt><dd>${escapeHtml(v.common_rule)}</dd></div></dl>`;
+  const general: [string, string][] = [
+    ["every column", v.common_rule],
+    ["the mark", v.mark_rule],
+    ["the gold sample", v.sample_rule],
+  ];
+  const rules = `<dl class="rules">${[...VERDICT_COLUMN_LIST.map((c): [string, string] => [c.label, c.rule]), ...general].map(([dt, dd]) => `<div><dt>${escapeHtml(dt)}</dt><dd>${escapeHtml(dd)}</dd></div>`).join("")}</dl>`;
   const model = v.model.warn ? `<p class="model changed">${escapeHtml(v.model.text)}</p>` : `<p class="model muted">${escapeHtml(v.model.text)}</p>`;
-  return `<section class="verdict-section"><p class="sentence ${markClass(v.mark)}"><span class="mark">${v.mark}</span>${escapeHtml(v.sentence)}</p>${model}<div class="verdict-wrap"><table class="verdict"><thead>${head}</thead><tbody>${rows}</tbody></table>${rules}</div></section>`;
+  const sample = v.sample ? `<p class="model changed sample">${escapeHtml(v.sample)}</p>` : "";
+  // An option and its argument stay on one line: "add --compare <earlier answers>" is read, and copied, whole.
+  const sentence = escapeHtml(v.sentence).replace(/--[a-z-]+(?: &lt;[^&]*&gt;)?/g, (option) => `<span class="nowrap">${option}</span>`);
+  return `<section class="verdict-section"><p class="sentence ${markClass(v.mark)}"><span class="mark">${v.mark}</span>${sentence}</p>${model}${sample}<div class="verdict-wrap"><table class="verdict"><thead>${head}</thead><tbody>${rows}</tbody></table>${rules}</div></section>`;
 }
 
 function gateHtml(gate: GateRecord): string {
@@ -88,34 +109,47 @@ const mark = (broken: string[], text: string) => (broken.length ? `${text} ✗ g
  */
 function assessmentCards(q: QuestionAssessment, shown: readonly Metric[], gate: GateRecord | undefined): { cards: string[] } {
   const names = displayLabels(q);
-  const weakest = q.classes && q.metrics["weakest_recall"] !== undefined ? q.classes.find((c) => c.recall === q.metrics["weakest_recall"]) : undefined;
+  const weakest = q.classes ? weakestClass(q.classes) : undefined;
+  const least = q.classes ? leastPreciseClass(q.classes) : undefined;
+  // The class figures' tiles name their class and its counts.
+  const classTile: Record<string, { label: string; count: string } | undefined> = {
+    weakest_recall: weakest && {
+      label: `recall of ${weakest.label}, the weakest class${weakest.rare ? " (rare)" : ""}`,
+      count: `${tally(weakest.hits)} of ${tally(weakest.gold)} found`,
+    },
+    weakest_precision: least && {
+      label: `precision of ${least.label}, the least precise class${least.rare ? " (rare)" : ""}`,
+      count: `${tally(least.hits)} of ${tally(least.predicted)} answers right`,
+    },
+  };
   const tileOf = (m: Metric, headline = false): Tile => {
     const ci = q.intervals[m.name];
-    const label = m.name === "weakest_recall" && weakest ? `recall of ${weakest.label}, the weakest class${weakest.rare ? " (rare)" : ""}` : m.label;
+    const named = classTile[m.name];
     return {
-      label,
+      label: named?.label ?? m.label,
       value: metricText(m, q.metrics[m.name]),
-      interval: ci
-        ? `95%: ${metricText(m, ci[0])} – ${metricText(m, ci[1])}${m.name === "weakest_recall" && weakest ? `; ${tally(weakest.hits)} of ${tally(weakest.gold)} found` : ""}`
-        : undefined,
+      interval: ci ? `95%: ${metricText(m, ci[0])} – ${metricText(m, ci[1])}${named ? `; ${named.count}` : ""}` : undefined,
       headline,
       gate: breachesOf(gate, q.name, gateName(m)),
     };
   };
-  // The headline figures: the metrics with an interval; a rare class's recall first and alone on its row, where accuracy could hide it.
-  const headline = headlineOf(q.type, shown).filter((m) => q.metrics[m.name] !== undefined && (m.name !== "weakest_recall" || q.headline === "weakest_recall"));
-  const first = headline.filter((m) => m.name === "weakest_recall").map((m) => tileOf(m, true));
-  const rest = headline.filter((m) => m.name !== "weakest_recall").map((m) => tileOf(m));
+  // The headline figures: the metrics with an interval; when a class is rare, the class figures first and each alone on its row, where accuracy could hide them.
+  const isClassFigure = (m: Metric) => m.name in classTile;
+  const headline = headlineOf(q.type, shown).filter((m) => q.metrics[m.name] !== undefined && (!isClassFigure(m) || q.headline === "weakest_recall"));
+  const first = headline.filter(isClassFigure).map((m) => tileOf(m, true));
+  const rest = headline.filter((m) => !isClassFigure(m)).map((m) => tileOf(m));
   const rows = metricsOf(q.type, shown).map((m) => [
     `${m.label} ${m.better === "lower" ? "↓" : "↑"}`,
     mark(breachesOf(gate, q.name, gateName(m)), metricText(m, q.metrics[m.name])),
   ]);
-  rows.push(["ECE noise floor at this n", `${num(q.ece_noise_floor.median)} (95%: ${num(q.ece_noise_floor.p95)})`]);
+  rows.push(["ECE at this n", noiseFloorText(q.ece_noise_floor)]);
   const ece = q.metrics["ece"] as number;
+  const inSample = q.sample?.in_sample;
   const eceNote =
-    ece > q.ece_noise_floor.p95
-      ? `<p class="bad">ECE ${num(ece)} is above what a calibrated model shows at this n (95%: ${num(q.ece_noise_floor.p95)}): calibrate.</p>`
-      : `<p>ECE is within the noise a calibrated model shows at this n.</p>`;
+    (ece > q.ece_noise_floor.p95
+      ? `<p class="bad">ECE ${num(ece)} is above its noise floor ${num(q.ece_noise_floor.p95)}, what a calibrated model stays under at this n: calibrate.</p>`
+      : `<p>ECE ${num(ece)} is within its noise floor ${num(q.ece_noise_floor.p95)}, what a calibrated model stays under at this n.</p>`) +
+    (isInSample(inSample) && inSample ? `<p class="bad">${escapeHtml(inSampleText(inSample))}.</p>` : "");
   const cards = [
     `<div class="card numbers"><h3>${escapeHtml(q.name)} in numbers</h3>${tiles([...first, ...rest])}${table(["metric (↑ higher is better, ↓ lower)", "value"], rows)}${eceNote}</div>`,
   ];

@@ -67,7 +67,9 @@ function calibrationFileFacts(source: string, usagePath: string): Pick<Provenanc
         identity?: string | null;
       };
       if (file.kind !== "typed-eval.calibration") return {};
-      return { created: file.created, fitted_on: file.fitted_on, fitted_for: file.identity };
+      // Which gold rows (fitted_on.gold_ids) is for telling in-sample figures (sample.ts), not for the header.
+      const fitted = file.fitted_on && { answers: file.fitted_on.answers, ...(file.fitted_on.gold ? { gold: file.fitted_on.gold } : {}) };
+      return { created: file.created, fitted_on: fitted, fitted_for: file.identity };
     } catch {
       return {};
     }

@@ -1,7 +1,7 @@
 /** S3 inputs: `s3://bucket/key` reads one object; `s3://bucket/prefix/` every object under the prefix in key order, as one stream of records. */
 import { Readable } from "node:stream";
-import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { abortable, assertBucket, isMissingKey, keysUnder, type ListedObject, objectBytes, parseS3, s3Client, storageCall } from "./s3.js";
+import type { S3Client } from "@aws-sdk/client-s3";
+import { assertBucket, headObject, isMissingKey, keysUnder, type ListedObject, objectBytes, parseS3, s3Client } from "./s3.js";
 import { InvocationError } from "../api/errors.js";
 import { StorageError, SourceError } from "../api/verdict.js";
 import { inputFormat } from "./formats.js";
@@ -14,7 +14,7 @@ async function objectsAt(client: S3Client, location: string, onNote?: (message: 
   const { bucket, key } = parseS3(location);
   try {
     if (key !== "" && !key.endsWith("/")) {
-      const head = await storageCall("reading", location, (signal) => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }), abortable(signal)));
+      const head = await headObject(client, bucket, key);
       return [{ key, size: head.ContentLength ?? 0, etag: head.ETag, versionId: head.VersionId }];
     }
     const listed = await keysUnder(client, bucket, key);

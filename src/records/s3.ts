@@ -11,7 +11,15 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { setMaxListeners } from "node:events";
 import type { Readable } from "node:stream";
-import { GetObjectCommand, type GetObjectCommandOutput, HeadBucketCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import {
+  GetObjectCommand,
+  type GetObjectCommandOutput,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  type HeadObjectCommandOutput,
+  ListObjectsV2Command,
+  S3Client,
+} from "@aws-sdk/client-s3";
 import { env } from "../api/env.js";
 import { InvocationError } from "../api/errors.js";
 import { backoffMs, type RetryPolicy, sleep } from "../api/retry.js";
@@ -113,11 +121,40 @@ export function isTransient(error: unknown): boolean {
   return TRANSIENT_NAMES.has((error as { name?: string }).name ?? "") || systemErrorKind(error) === "network";
 }
 
-/** Whether the store refused this client (401, 403): retrying will not help, fixing credentials or policy will. */
-function isRefusal(error: unknown): boolean {
+/** What to fix when the store rejects the request's credentials, by the S3 error code that says so. */
+const CREDENTIALS_FIX: Record<string, string> = {
+  InvalidAccessKeyId:
+    "the store does not know the access key in use: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to credentials of this store",
+  SignatureDoesNotMatch:
+    "the store rejected the request's signature: AWS_SECRET_ACCESS_KEY (or the profile's secret) is not the secret of the access key in use (AWS_ACCESS_KEY_ID)",
+  InvalidToken: "the store rejected the session token: set AWS_SESSION_TOKEN (or the profile) to a current one, or unset it for long-term keys",
+  ExpiredToken: "the session token has expired: renew AWS_SESSION_TOKEN with its keys (or the profile's credentials)",
+  TokenRefreshRequired: "the session token must be renewed: renew AWS_SESSION_TOKEN with its keys (or the profile's credentials)",
+  RequestTimeTooSkewed: "this machine's clock is too far from the store's to sign requests: set it right (NTP)",
+};
+
+/**
+ * The `StorageError` of a store that refused this client (401, 403), naming
+ * what to fix: the credentials it rejects, or their permission for `location`.
+ * Retrying will not help; `classify` makes it a setup mistake (exit 2), or a
+ * permission lost mid-run (exit 9).
+ */
+function refusal(error: unknown, what: string, location: string): StorageError | undefined {
   const status = statusOf(error);
-  const name = (error as { name?: string }).name;
-  return status === 401 || status === 403 || name === "AccessDenied" || name === "Forbidden" || name === "InvalidAccessKeyId";
+  const name = (error as { name?: string }).name ?? "";
+  const credentials = CREDENTIALS_FIX[name];
+  const said = `${what} ${location}: ${describeS3Error(error)}`;
+  if (credentials !== undefined || status === 401) {
+    const fix = credentials ?? "the store did not accept the credentials in use: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)";
+    return new StorageError(`${said}: ${fix}`, location, { cause: error, refused: "credentials" });
+  }
+  if (status !== 403 && name !== "AccessDenied" && name !== "Forbidden") return undefined;
+  // A HEAD's 403 carries no body, so no code: wrong credentials and a missing permission look alike.
+  const coded = name !== "" && name !== "Forbidden" && name !== "Unknown" && !/^\d+$/.test(name);
+  const fix = coded
+    ? "the store denied the credentials in use (AWS_ACCESS_KEY_ID, or AWS_PROFILE) this access: grant it (the bucket's policy, the user's or role's), or use credentials that have it"
+    : "the store refused access: check the credentials in use (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and their permission for it";
+  return new StorageError(`${said}: ${fix}`, location, { cause: error, refused: "permission" });
 }
 
 /** The setup mistake an S3 error shows (no credentials, no such bucket), as the `S3SetupError` that names what to fix. */
@@ -148,6 +185,28 @@ export async function assertBucket(client: S3Client, bucket: string, location: s
     await storageCall("reading", location, (signal) => client.send(new HeadBucketCommand({ Bucket: bucket }), abortable(signal)));
   } catch (error) {
     if (isMissingKey(error) || statusOf(error) === 404) throw noSuchBucket(location, error);
+    throw error;
+  }
+}
+
+/**
+ * An object's HEAD. A HEAD refused with 403 carries no body to say why, and
+ * wrong credentials look like a missing permission; a one-byte GET of the
+ * same object is then refused with its reason (InvalidAccessKeyId,
+ * SignatureDoesNotMatch, AccessDenied), which is what is thrown.
+ */
+export async function headObject(client: S3Client, bucket: string, key: string): Promise<HeadObjectCommandOutput> {
+  const location = `s3://${bucket}/${key}`;
+  try {
+    return await storageCall("reading", location, (signal) => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }), abortable(signal)));
+  } catch (error) {
+    if (!(error instanceof StorageError) || error.refused === undefined) throw error;
+    const got = await storageCall("reading", location, (signal) =>
+      client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: "bytes=0-0" }), abortable(signal)),
+    ).catch((reason: unknown) => {
+      throw reason instanceof StorageError && reason.refused !== undefined ? reason : error;
+    });
+    (got.Body as Readable | undefined)?.destroy();
     throw error;
   }
 }
@@ -305,8 +364,9 @@ class FailingStretch {
  * Every S3 call of a run goes through here: transient failures are retried
  * with jittered backoff for the storage retry window (120 s by default), then
  * end as a `StorageError` (the resumable storage verdict), as does a refusal
- * (403) and the end of the run's budget (`withStorageStop`). A setup mistake
- * (no credentials, no such bucket) is an `S3SetupError`. Other errors (a
+ * (401, 403: a `StorageError` saying what the store `refused`, credentials or
+ * permission) and the end of the run's budget (`withStorageStop`). A setup
+ * mistake (no credentials, no such bucket) is an `S3SetupError`. Other errors (a
  * missing key, a failed precondition) are the caller's. `op` gets the signal
  * that cuts its attempt when the run's ending budget runs out. `once`: one
  * attempt, no retry (a release that may as well fail).
@@ -326,12 +386,40 @@ export async function storageCall<T>(
       if (error instanceof StorageError || error instanceof InvocationError) throw error;
       const setup = setupMistake(error, location);
       if (setup) throw setup;
-      if (isRefusal(error)) throw new StorageError(`${what} ${location}: the store refused access (${describeS3Error(error)})`, location, { cause: error });
+      const refused = refusal(error, what, location);
+      if (refused) throw refused;
       if (!isTransient(error) && !signal?.aborted) throw error;
       if (options.once) throw new StorageError(`${what} ${location}: ${describeS3Error(error)}`, location, { cause: error });
       await stretch.next(error);
     }
   }
+}
+
+/**
+ * How a store takes an ETag in `If-Match`: quoted, as S3 sends ETags and as
+ * RFC 7232 writes an entity tag (AWS S3, MinIO and s3rver's proxy also take
+ * it bare), or bare (Ceph RGW 16 answers 412 to a quoted one on PUT, even
+ * when it names the object's ETag). The S3 lock's probe finds which
+ * (`rememberEtagForm`); every conditional request to that store then uses it.
+ */
+export type EtagForm = "quoted" | "bare";
+
+const etagForms = new WeakMap<S3Client, EtagForm>();
+
+/** Remembers the form `client`'s store takes an ETag in, for every later conditional request through it. */
+export function rememberEtagForm(client: S3Client, form: EtagForm): void {
+  etagForms.set(client, form);
+}
+
+/** The form `client`'s store takes an ETag in: as found by a probe, else quoted (S3's own form). */
+export function etagFormOf(client: S3Client): EtagForm {
+  return etagForms.get(client) ?? "quoted";
+}
+
+/** `etag` (as S3 returns it, quoted, or bare) in `form`, for an `If-Match` header. */
+export function ifMatchValue(etag: string, form: EtagForm): string {
+  const bare = etag.replace(/^W\//, "").replace(/^"|"$/g, "");
+  return form === "quoted" ? `"${bare}"` : bare;
 }
 
 /** Whether an S3 error says the key (or object) is not there. */
@@ -403,7 +491,12 @@ export async function getPinned(
   signal: AbortSignal | undefined,
 ): Promise<GetObjectCommandOutput> {
   const { bucket, key } = parseS3(location);
-  const which = pinned.versionId !== undefined ? { VersionId: pinned.versionId } : pinned.etag !== undefined ? { IfMatch: pinned.etag } : {};
+  const which =
+    pinned.versionId !== undefined
+      ? { VersionId: pinned.versionId }
+      : pinned.etag !== undefined
+        ? { IfMatch: ifMatchValue(pinned.etag, etagFormOf(client)) }
+        : {};
   const bytes = range.from > 0 || range.to !== undefined ? { Range: `bytes=${range.from}-${range.to ?? ""}` } : {};
   let got: GetObjectCommandOutput;
   try {

@@ -5,6 +5,8 @@
  * tools read them as a run's provenance.
  */
 
+import { addSums, noBilling, type BillingSums } from "../api/billing.js";
+
 /** Rows whose id repeats an earlier row's (runner/output/duplicate-ids.ts counts them). */
 export interface DuplicateIds {
   /** Rows whose id an earlier row (in input order) already had. */
@@ -106,6 +108,13 @@ export interface UsageSummary {
   };
   /** Review routing: rows below their threshold, and rows sampled for audit. */
   review?: { file: string; below_threshold: number; audit: number };
+  /**
+   * What the answered requests of every run of this output were billed,
+   * against the characters of their state and questions: the sums
+   * `estimate --from-usage` fits its rates on (api/billing.ts). Absent in
+   * summaries written before it, and when no request was answered.
+   */
+  billing?: BillingSums;
 }
 
 export function emptySummary(model: string, price: number): UsageSummary {
@@ -226,6 +235,7 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
     for (const key of Object.keys(totals.tokens) as (keyof UsageSummary["tokens"])[]) totals.tokens[key] += s.tokens[key];
     totals.seconds += s.seconds;
     cost += s.cost_usd;
+    if (s.billing) totals.billing = addSums(totals.billing ?? noBilling(), s.billing);
   }
   finish(totals);
   // Summaries may carry different prices: the total is the sum of their costs.

@@ -30,6 +30,7 @@ import { RunEnding } from "./send/ending.js";
 import { RecordWatch } from "./send/watch.js";
 import { SpendingJournal } from "./state/spending.js";
 import type { EvaluatorRequest } from "../api/schema.js";
+import type { BillingSums } from "../api/billing.js";
 
 /** The defaults of a run, in one place: `runJob` falls back to them and the `run` command's flags show them. */
 export const RUN_DEFAULTS = {
@@ -112,6 +113,8 @@ export function noStats(): AnswerStats {
 export interface Answered {
   stats: AnswerStats;
   sent: SendCounts;
+  /** What this run's answered requests were billed, against their characters. */
+  billed: BillingSums;
   started: number;
   /** When the stage began on the monotonic clock (`performance.now()`): elapsed time from it is never negative, whatever the wall clock does. */
   startedMonotonic: number;
@@ -171,7 +174,7 @@ class AnswerStage {
     });
     this.dedup = new Dedup(options.dedupCache ?? RUN_DEFAULTS.dedupCache);
     this.watch = new RecordWatch(options.earlyFailures ?? RUN_DEFAULTS.earlyFailures, options.maxFailuresInARow ?? RUN_DEFAULTS.maxFailuresInARow);
-    this.spending = new SpendingJournal(journal, this.sender.counts, this.started);
+    this.spending = new SpendingJournal(journal, this.sender.counts, this.started, this.sender.billed);
   }
 
   async run(): Promise<Answered> {
@@ -203,6 +206,7 @@ class AnswerStage {
     return {
       stats,
       sent: this.sender.counts,
+      billed: this.sender.billed,
       started,
       startedMonotonic: this.startedMonotonic,
       order,

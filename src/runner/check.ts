@@ -5,10 +5,8 @@
  * summary, journal and its lock) can be created and written; the endpoint
  * settings hold together. Failures here are verdicts with nothing paid.
  */
-import { connect } from "node:net";
 import { resolve } from "node:path";
 import { InvocationError } from "../api/errors.js";
-import { describeSystemError, systemCode } from "../api/system-errors.js";
 import { valueAt, type Source, type SourceItem } from "../records/source.js";
 import type { Job } from "../records/job.js";
 import type { Logger } from "../logging/logger.js";
@@ -18,7 +16,6 @@ import { contextSizeFor } from "../engines/llama.js";
 import { prepareItem, type Shard } from "./input/requests.js";
 import { isS3, s3Object } from "../records/s3.js";
 import { checkWritableFile } from "../records/local-files.js";
-import { EndpointAbort } from "../api/verdict.js";
 
 /** Checks every local place a run writes, that S3 ones name objects (the store itself is checked by taking the lock), and that the answers do not replace the input. */
 export function checkPlaces(
@@ -148,35 +145,4 @@ function tooSmall(evaluator: Evaluator, request: EvaluatorRequest): { need: numb
     // Other refusals (a request over the token limits) are the record's own, told when it is sent.
     return error instanceof ContextTooSmallError ? { need: error.need, window: error.window } : undefined;
   }
-}
-
-/** Connection failures that mean nothing listens at an address (as against one request's reset or timeout). */
-const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
-
-/**
- * Whether anything listens at a remote endpoint: one connection to its host
- * and port, before the first paid request (no request is sent, so an
- * endpoint sees nothing it does not expect). Refused, no such host or no
- * route is the endpoint down: `EndpointAbort` (exit 3, resumable) in
- * seconds, not after every record's retries. A slow connection is left to
- * the run's own timeouts.
- */
-export function probeEndpoint(baseUrl: string, timeoutMs = 5000): Promise<void> {
-  const url = new URL(baseUrl);
-  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host, port });
-    const done = (error?: Error) => {
-      socket.destroy();
-      if (!error) return resolve();
-      const code = systemCode(error);
-      if (code === undefined || !UNREACHABLE.has(code)) return resolve();
-      const why = describeSystemError(error) ?? code;
-      reject(new EndpointAbort(`nothing answers at ${baseUrl} (${why}): check --base-url and that the endpoint is up, then rerun`, { cause: error }));
-    };
-    socket.setTimeout(timeoutMs, () => done());
-    socket.once("connect", () => done());
-    socket.once("error", done);
-  });
 }

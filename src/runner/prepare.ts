@@ -98,7 +98,8 @@ export async function openEvaluator(
   const baseUrl = baseUrlOf(settings.baseUrl);
   checkBaseUrl(baseUrl);
   if (baseUrl) {
-    const apiKey = secret(settings.apiKeyEnv);
+    // --no-api-key sends none (and `estimate`, which sends nothing, reads none: a malformed key does not stop a count).
+    const apiKey = settings.noApiKey ? undefined : secret(settings.apiKeyEnv);
     if (!apiKey && !settings.noApiKey) {
       throw new InvocationError(
         `$${settings.apiKeyEnv} is not set, and ${baseUrl} is a remote endpoint: set it to the endpoint's key, or pass --no-api-key if the endpoint needs none`,

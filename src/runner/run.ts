@@ -1,7 +1,9 @@
 /**
  * A run's lifecycle, its stages in order: check (check.ts: input, places),
- * lock, model (loaded, its endpoint reached, a calibration's identity
+ * lock, model (loaded or its key checked, a calibration's identity
  * matched), then the journal, answer and write stages (stages.ts), release.
+ * A remote endpoint is first reached by the answer stage, when a record
+ * must be asked.
  * Each stage ends in a verdict (`classify` and `decide`, api/verdict.ts); no
  * exception crosses a stage, the summaries are written whatever the verdict
  * (`--summary-json` first), and every ending is bounded: once a verdict is
@@ -10,7 +12,7 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkContextFits, checkPlace, checkPlaces, FIRST_WINDOW, probeEndpoint, readAhead, warnMissingKeep } from "./check.js";
+import { checkContextFits, checkPlace, checkPlaces, FIRST_WINDOW, readAhead, warnMissingKeep } from "./check.js";
 import type { FileFormat } from "../records/formats.js";
 import { parseShard, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
@@ -18,7 +20,6 @@ import type { OutputTarget } from "./output/targets.js";
 import { emptySummary, finish, type UsageSummary } from "../records/usage.js";
 import {
   answersFormatOf,
-  baseUrlOf,
   openSource,
   outputPolicy,
   openModelFor,
@@ -154,13 +155,15 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   return { paths, answersFormat, job, shard, source, window, shaping };
 }
 
-/** The model stage: the model opened, a remote endpoint reachable, a calibration fitted for it. */
+/**
+ * The model stage: the model opened (a remote endpoint's key read and
+ * checked, nothing sent), a calibration fitted for it. A remote endpoint is
+ * first contacted when a record must be asked (send/send.ts): a rerun whose
+ * records are all journaled writes its outputs with the endpoint down.
+ */
 async function modelStage(request: RunInvocation, checked: Checked): Promise<Awaited<ReturnType<typeof openModelFor>>> {
   const opened = await openModelFor(request.settings, checked.job, request.openModel);
   try {
-    const baseUrl = baseUrlOf(request.settings.baseUrl);
-    // An endpoint that refuses connections is down: say so in seconds, not after every record's retries.
-    if (baseUrl) await probeEndpoint(baseUrl);
     checkContextFits(opened.evaluator, checked.job, checked.window, checked.shard);
     checked.shaping.verify(opened.evaluator);
     return opened;

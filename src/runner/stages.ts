@@ -9,6 +9,8 @@
  * by `decide` in api/verdict.ts, never from counters alone.
  */
 import type { Logger } from "../logging/logger.js";
+import { scrubbedJson } from "../logging/secrets.js";
+import { noBilling } from "../api/billing.js";
 import { answerRecords, noStats, type Answered, type AnswerOptions, type JournalSink } from "./answer.js";
 import { writeOutputs, type OutputTarget, type WrittenCounts } from "./output/outputs.js";
 import type { FileFormat } from "../records/formats.js";
@@ -99,7 +101,12 @@ export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
     sameReason: answered.sameReason,
   });
   const base = summaryBase(options, identity, opened.runs, answered, opened.index);
-  return finishRun(options, base, { ending, written: counts, kept: opened.index.size > 0 });
+  // A run that paid, journaled and wrote nothing (the endpoint down or refusing at its first contact) leaves the output's usage
+  // summary as the last good run made it, as a run ended before this stage does (run.ts, endEarly).
+  const idle = counts === undefined && answered.sent.requests === 0 && answered.stats.answered + answered.stats.failed === 0;
+  const usage = idle && early?.verdict !== "stopped" ? undefined : options.usage;
+  // Keys are made for every record read; only a journaled answer or error is work kept (a refused key keeps none).
+  return finishRun({ ...options, usage }, base, { ending, written: counts, kept: opened.index.holdsResults() });
 }
 
 /** Whether the answer stage left every record of the whole input with a result: only then are outputs written. */
@@ -200,7 +207,8 @@ async function writeSummary(target: OutputTarget, summary: UsageSummary): Promis
   let sink: ReturnType<OutputTarget["open"]> | undefined;
   try {
     sink = target.open();
-    await sink.write(`${JSON.stringify(summary, null, 2)}\n`);
+    // Scrubbed whole: its reason may quote an endpoint, and it goes to a scheduler's XCom, S3, anyone's screen.
+    await sink.write(`${scrubbedJson(summary, 2)}\n`);
     await sink.commit();
     return undefined;
   } catch (error) {
@@ -237,6 +245,13 @@ function summaryBase(
     runs,
     setAside: answered?.inputEnded ? index?.setAside() : undefined,
     selection: selectionOf(options),
-    thisRun: { started, seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0, stats, sent, pace: options.limiter.paceReport() },
+    thisRun: {
+      started,
+      seconds: answered ? (performance.now() - answered.startedMonotonic) / 1000 : 0,
+      stats,
+      sent,
+      billed: answered?.billed ?? noBilling(),
+      pace: options.limiter.paceReport(),
+    },
   };
 }

@@ -8,7 +8,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } fro
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkEnvironment, ConfigError, ENV, env, environmentMarkdown } from "../../src/api/env.js";
+import { checkEnvironment, ConfigError, ENV, env, environmentMarkdown, secret } from "../../src/api/env.js";
+import { scrub } from "../../src/logging/secrets.js";
 import { BIN, runInProcess } from "../support/cli.js";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -91,5 +92,39 @@ describe("the environment", () => {
   it("docs/environment.md is the table's page (UPDATE_DOCS=1 rewrites it)", () => {
     if (process.env["UPDATE_DOCS"] === "1") writeFileSync(DOC, environmentMarkdown());
     expect(readFileSync(DOC, "utf8"), "docs/environment.md is out of date: run UPDATE_DOCS=1 npx vitest run test/api/env.test.ts").toBe(environmentMarkdown());
+  });
+});
+
+describe("a key read from the environment (secret)", () => {
+  const key = "te_Env9Test4Key2Value7Xq";
+
+  it("trims the whitespace around it (a key file saved on Windows ends in CR LF) and registers it with the scrubber", () => {
+    expect(secret("K", { K: `${key}\r\n` })).toBe(key);
+    expect(secret("K", { K: ` \t${key}\n` })).toBe(key);
+    expect(secret("K", { K: "\r\n" })).toBeUndefined();
+    expect(secret("K", {})).toBeUndefined();
+    expect(scrub(`echoed: ${key.slice(0, 12)}`)).toBe("echoed: [redacted]");
+  });
+
+  it("refuses what no header can carry, naming the variable and the place, never the value", () => {
+    for (const [value, what] of [
+      [`${key.slice(0, 5)}\r${key.slice(5)}`, "a carriage return (U+000D) at character 6 of 25"],
+      [
+        `Bearer ${key}`,
+        'a space (U+0020) at character 7 of 31, which an API key sent as an HTTP header cannot: set it to the key alone (without "Bearer ": typed-eval adds it)',
+      ],
+      [`${key}\u00e9`, "a non-ASCII character (U+00E9)"],
+      [`${key}\u0000x`, "a control character (U+0000)"],
+    ] as const) {
+      let error: unknown;
+      try {
+        secret("TYPED_EVAL_API_KEY", { TYPED_EVAL_API_KEY: value });
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toContain(`$TYPED_EVAL_API_KEY holds ${what}`);
+      expect((error as Error).message).not.toContain(key.slice(0, 8));
+    }
   });
 });

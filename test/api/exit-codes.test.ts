@@ -3,18 +3,22 @@
  * exit-code table of docs/scheduling.md, the Airflow DAG, the crontab and the
  * Kubernetes Job's podFailurePolicy say the same, and the table has a row for
  * every code of `EXIT` (so a code added later is documented and acted on).
+ * 137 (`KILLED`: killed outright, not a verdict) has its row too, and the DAG
+ * and the Job retry it alike.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { EXIT, RESUMABLE } from "../../src/api/exit-codes.js";
+import { EXIT, KILLED, RESUMABLE } from "../../src/api/exit-codes.js";
 import { verdictLine } from "../../src/api/verdict.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const read = (path: string) => readFileSync(join(ROOT, path), "utf8");
 const sorted = (codes: Iterable<number>) => [...codes].sort((a, b) => a - b);
 const ALL = sorted(new Set(Object.values(EXIT)));
+/** What the DAG and the Kubernetes Job retry: the resumable codes and a run killed outright. */
+const RETRIED = sorted([...RESUMABLE, KILLED]);
 
 /** The rows of docs/scheduling.md's exit-code table: each row's codes and its "scheduler retries" cell. */
 function docsTable(): { codes: number[]; retries: string }[] {
@@ -45,18 +49,20 @@ describe("exit codes a scheduler retries", () => {
     expect(line).not.toMatch(/the run that took over finishes/);
   });
 
-  it("docs/scheduling.md's table has every code of EXIT, and says 'yes' to retrying exactly the RESUMABLE ones", () => {
+  it("docs/scheduling.md's table has every code of EXIT and 137, and says 'yes' to retrying exactly the RESUMABLE ones and 137", () => {
     const rows = docsTable();
-    expect(sorted(rows.flatMap((r) => r.codes))).toEqual(ALL);
+    expect(sorted(rows.flatMap((r) => r.codes))).toEqual(sorted([...ALL, KILLED]));
     for (const row of rows) {
-      for (const code of row.codes) expect(/\byes\b/.test(row.retries), `code ${code}: "${row.retries}"`).toBe((RESUMABLE as ReadonlySet<number>).has(code));
+      for (const code of row.codes) expect(/\byes\b/.test(row.retries), `code ${code}: "${row.retries}"`).toBe(RETRIED.includes(code));
     }
   });
 
-  it("the Airflow DAG retries RESUMABLE and nothing else", () => {
-    const set = /^RESUMABLE = \{([\d, ]+)\}$/m.exec(read("examples/schedulers/airflow_dag.py"))?.[1];
+  it("the Airflow DAG retries RESUMABLE and KILLED, and nothing else", () => {
+    const dag = read("examples/schedulers/airflow_dag.py");
+    const set = /^RESUMABLE = \{([\d, ]+)\}$/m.exec(dag)?.[1];
     expect(set).toBeDefined();
     expect(sorted((set as string).split(",").map(Number))).toEqual(sorted(RESUMABLE));
+    expect(/^KILLED = (\d+)$/m.exec(dag)?.[1]).toBe(String(KILLED));
   });
 
   it("the crontab names RESUMABLE as the codes whose rerun goes on", () => {
@@ -70,13 +76,13 @@ describe("exit codes a scheduler retries", () => {
     expect(sorted((listed as string).split(",").map(Number))).toEqual(sorted(RESUMABLE));
   });
 
-  it("the Kubernetes Job counts RESUMABLE as retries and fails the index at once on every other code of EXIT", () => {
+  it("the Kubernetes Job counts RESUMABLE and KILLED as retries and fails the index at once on every other code of EXIT", () => {
     const cron = parse(read("examples/schedulers/kubernetes.yaml")) as {
       spec: { jobTemplate: { spec: { podFailurePolicy: { rules: { action: string; onExitCodes?: { operator: string; values: number[] } }[] } } } };
     };
     const rules = cron.spec.jobTemplate.spec.podFailurePolicy.rules;
     const values = (action: string) => rules.find((r) => r.action === action && r.onExitCodes?.operator === "In")?.onExitCodes?.values;
-    expect(values("Count")).toEqual(sorted(RESUMABLE));
+    expect(values("Count")).toEqual(RETRIED);
     expect(values("FailIndex")).toEqual(ALL.filter((c) => c !== EXIT.ok && !(RESUMABLE as ReadonlySet<number>).has(c)));
   });
 });

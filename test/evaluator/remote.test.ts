@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AuthenticationError,
   OverloadedError,
+  PermissionDeniedError,
   RateLimitError,
   UnprocessableEntityError,
   UpstreamError,
@@ -210,6 +211,26 @@ describe("RemoteEvaluator", () => {
     expect(a.waits).toHaveLength(1);
   });
 
+  it("an S3 store's XML 400 (it refuses a Bearer header) is not the API either, and the key it echoes is not in the message", async () => {
+    const key = "te_S3echo7Kq2Lm9Pw4Zx";
+    run([
+      (req, res) => {
+        res.writeHead(400, { "content-type": "application/xml" });
+        res.end(
+          `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidArgument</Code><Message>Unsupported Authorization Type</Message><ArgumentName>Authorization</ArgumentName><ArgumentValue>${req.headers.authorization}</ArgumentValue></Error>`,
+        );
+      },
+    ]);
+    const evaluator = new RemoteEvaluator({ baseUrl: base, apiKey: key, retry: { maxRetries: 2 }, sleep: async () => undefined });
+    const error = await evaluator.evaluate(request).catch((e: unknown) => e);
+    expect((error as UpstreamUnavailableError).notTheApi).toBe(true);
+    expect((error as Error).message).toMatch(
+      /answered HTTP 400 \(InvalidArgument Unsupported Authorization Type Authorization Bearer \[redacted\]\): that is not a System One API/,
+    );
+    expect((error as Error).message).not.toContain(key.slice(3, 11));
+    expect(seen).toHaveLength(1);
+  });
+
   it("reports an unreachable endpoint as UpstreamUnavailableError after its retries", async () => {
     const waits: number[] = [];
     const evaluator = new RemoteEvaluator({
@@ -221,6 +242,49 @@ describe("RemoteEvaluator", () => {
     const error = await evaluator.evaluate(request).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UpstreamUnavailableError);
     expect(waits).toEqual([500]);
+  });
+});
+
+describe("the first contact: GET /v1/models with the key, before a run's first request", () => {
+  it("says whether the endpoint is there and takes the key, leaving anything else to the first request", async () => {
+    const replies: Step[] = [];
+    const gets: IncomingMessage["headers"][] = [];
+    const listing = await startUpstream(
+      (_req, res) => sendJson(res, 500, { detail: "no POST expected" }),
+      (req, res) => {
+        gets.push(req.headers);
+        (replies.shift() ?? json(200, { models: [] }))(req, res, "");
+      },
+    );
+    const key = "te_first7Contact2Key9";
+    const evaluator = new RemoteEvaluator({ baseUrl: listing.url, apiKey: key });
+    const contact = () => evaluator.firstContact("m").catch((e: unknown) => e);
+    try {
+      expect(await contact()).toBe(true);
+      expect(gets[0]?.authorization).toBe(`Bearer ${key}`);
+      replies.push(json(401, { detail: `invalid key ${key}` }));
+      const refused = await contact();
+      expect(refused).toBeInstanceOf(AuthenticationError);
+      expect((refused as Error).message).toBe("invalid key [redacted]");
+      replies.push(json(403, { detail: "this key is disabled" }));
+      expect(await contact()).toBeInstanceOf(PermissionDeniedError);
+      replies.push((_req, res) => {
+        res.writeHead(400, { "content-type": "application/xml" });
+        res.end("<Error><Code>InvalidArgument</Code></Error>");
+      });
+      expect(((await contact()) as UpstreamUnavailableError).notTheApi).toBe(true);
+      // An endpoint may serve the POST only, or be slow to list: the first request decides.
+      replies.push(json(404, { detail: "Not Found" }), json(500, { detail: "listing broke" }));
+      expect(await contact()).toBe(true);
+      expect(await contact()).toBe(true);
+      expect(gets).toHaveLength(6);
+    } finally {
+      await evaluator.close();
+      await listing.close();
+    }
+    const down = await new RemoteEvaluator({ baseUrl: "http://127.0.0.1:9" }).firstContact("m").catch((e: unknown) => e);
+    expect((down as UpstreamUnavailableError).unreachable).toBe(true);
+    expect((down as Error).message).toMatch(/^nothing answers at http:\/\/127\.0\.0\.1:9 \(connection refused by 127\.0\.0\.1:9[^)]*\): check --base-url/);
   });
 });
 

@@ -14,7 +14,7 @@ import { CronJob } from "kubernetes-models/batch/v1/CronJob";
 import type { IContainer } from "kubernetes-models/v1/Container";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { EXIT, RESUMABLE } from "../../src/api/exit-codes.js";
+import { EXIT, KILLED, RESUMABLE } from "../../src/api/exit-codes.js";
 import { expandVars, type PodFailureRule, podFailureAction } from "../support/kubernetes.js";
 import { canUnshare, runMounted } from "../support/namespace.js";
 import { EXAMPLES, type Night, ROOT, startNight, ticketCount } from "../support/night.js";
@@ -94,9 +94,10 @@ describe("examples/schedulers/kubernetes.yaml", () => {
       actions[code] = byShard;
     }
     expect(actions).toMatchObject({ 3: "Count", 6: "FailIndex", 4: "FailIndex", 143: "Count" });
-    // A pod the cluster stopped (evicted, drained: SIGTERM, exit 143) is not counted; a kill outside the table (137) is, by default.
+    // A pod the cluster stopped (evicted, drained: SIGTERM, exit 143) is not counted; one killed outright (137: out of memory) is, by its rule.
     expect(podFailureAction(rules, { exitCodes: [{ container: "shard", code: 143 }], conditions: ["DisruptionTarget"] })).toBe("Ignore");
-    expect(podFailureAction(rules, { exitCodes: [{ container: "shard", code: 137 }], conditions: [] })).toBe("Count");
+    expect(podFailureAction(rules, { exitCodes: [{ container: "shard", code: KILLED }], conditions: [] })).toBe("Count");
+    expect(rules.find((r) => r.action === "Count")?.onExitCodes?.values).toContain(KILLED);
   });
 
   it("expands $(VAR) as the kubelet does", () => {

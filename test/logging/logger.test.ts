@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../src/logging/logger.js";
+import { forgetSecrets, registerSecret } from "../../src/logging/secrets.js";
 
 function capture() {
   const lines: Record<string, unknown>[] = [];
@@ -40,6 +41,28 @@ describe("createLogger", () => {
       req: { headers: { authorization: "[redacted]", "x-api-key": "[redacted]" } },
       account: { apiKey: "[redacted]", api_key: "[redacted]", name: "acme" },
     });
+  });
+
+  it("scrubs a registered key from every line, whatever field carries it: the message, an error's message and stack, a nested value", () => {
+    const key = "te_LoggerCanary5Qw8Zr2";
+    registerSecret(key);
+    try {
+      const { lines, destination } = capture();
+      const log = createLogger({ destination, level: "trace" });
+      const error = new Error(`upstream said: Authorization ${key}`);
+      log.debug({ err: error, body: { echo: [`x${key.slice(0, 12)}`] } }, `failed with ${key.slice(4)}`);
+      const text = JSON.stringify(lines);
+      expect(lines).toHaveLength(1);
+      expect(text).not.toContain(key.slice(0, 8));
+      expect(text).not.toContain(key.slice(-8));
+      expect(lines[0]).toMatchObject({
+        msg: "failed with [redacted]",
+        body: { echo: ["x[redacted]"] },
+        err: { message: "upstream said: Authorization [redacted]" },
+      });
+    } finally {
+      forgetSecrets();
+    }
   });
 
   it("respects the level", () => {

@@ -58,6 +58,20 @@ describe("gates", () => {
     expect(() => parseConditions("psi>>0.2")).toThrow(/cannot read "psi>>0.2"/);
   });
 
+  it("reads min N and interval after the limit, and a verdict condition's mark", () => {
+    expect(parseConditions('team.recall["fraud, card"]<0.6 min 30, accuracy<0.9 interval,a.b.recall["x"]<0.5 interval min 5')).toEqual([
+      { question: "team", metric: "recall", option: "fraud, card", op: "<", value: 0.6, min: 30, text: 'team.recall["fraud, card"]<0.6 min 30' },
+      { question: undefined, metric: "accuracy", option: undefined, op: "<", value: 0.9, interval: true, text: "accuracy<0.9 interval" },
+      { question: "a.b", metric: "recall", option: "x", op: "<", value: 0.5, interval: true, min: 5, text: 'a.b.recall["x"]<0.5 interval min 5' },
+    ]);
+    expect(parseConditions("verdict>ok,team.verdict>=act")).toMatchObject([
+      { metric: "verdict", op: ">", value: 0 },
+      { question: "team", metric: "verdict", op: ">=", value: 2 },
+    ]);
+    for (const bad of ["accuracy<0.9 min", "accuracy<0.9 min 2.5", "accuracy<0.9 min 3 min 4", "accuracy<0.9 interval interval", "accuracy<0.9 at lower"])
+      expect(() => parseConditions(bad), bad).toThrow(/cannot read/);
+  });
+
   it("breaks a bare metric out per question, and counts a figure that cannot be computed as a breach", () => {
     const subject = {
       questions: [
@@ -153,7 +167,7 @@ describe("per class names in a gate", () => {
     );
     expect(() => checkConditions(parseConditions("psi>0.2"), { gold: true, compare: false, command: "assess" })).toThrow(/compares two nights; add --compare/);
     expect(() => checkConditions(parseConditions("f2<0.2"), { gold: false, compare: false, command: "report" })).toThrow(
-      /no metric "f2" .*report gates on label_mass, with --compare on psi, js_distance, agreement, and with --gold on accuracy/,
+      /no metric "f2" .*report gates on label_mass, verdict, with --compare on psi, js_distance, agreement, and with --gold on accuracy/,
     );
   });
 });

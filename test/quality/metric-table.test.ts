@@ -25,6 +25,7 @@ const recallYes: Metric = {
   doc: "Share of gold-yes rows answered yes.",
   types: ["noul"],
   better: "higher",
+  range: [0, 1],
   digits: 3,
   weighted: ({ m }) => (m[3] as number) / ((m[2] as number) + (m[3] as number)),
   interval: "bootstrap",
@@ -36,6 +37,7 @@ const sureShare: Metric = {
   doc: "Share of rows whose top-label probability is at least 0.9.",
   types: ["noul", "choice", "score"],
   better: "higher",
+  range: [0, 1],
   digits: 1,
   percent: true,
   gate: "sure",
@@ -100,7 +102,7 @@ describe("the metric table", () => {
     expect(breached.map((b) => `${b.question}.${b.condition.metric}`)).toEqual(["urgent.recall_yes"]);
     expect(() => failedConditions(a, parseConditions("urgent.sure_share<0"), table)).toThrow(/has no metric "sure_share"/);
 
-    expect(metricsMarkdown(table)).toContain("| `recall_yes` | recall of yes | noul | higher | bootstrap, 95% |");
-    expect(metricsMarkdown(table)).toContain("| `sure` | share answered at 0.9+ | noul, choice, score | higher | – |");
+    expect(metricsMarkdown(table)).toContain("| `recall_yes` | recall of yes | noul | higher | 0 to 1 | bootstrap, 95% | gold rows |");
+    expect(metricsMarkdown(table)).toContain("| `sure` | share answered at 0.9+ | noul, choice, score | higher | 0 to 1 | – | gold rows |");
   });
 });

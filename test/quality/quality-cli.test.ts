@@ -150,7 +150,7 @@ describe("assess", () => {
   it("--fail-if exits 4 when a condition holds and 0 when none does; an unknown metric is exit 2", async () => {
     const a = JSON.parse((await inProcess(["assess", out, "--gold", gold, "--json"])).stdout) as Assessment;
     const acc = a.questions.find((q) => q.name === "team")!.metrics["accuracy"]!;
-    const failing = await inProcess(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc + 0.01},urgent.ece>2`]);
+    const failing = await inProcess(["assess", out, "--gold", gold, "--fail-if", `team.accuracy<${acc + 0.01},urgent.ece>0.99`]);
     expect(failing.code).toBe(4);
     expect(failing.stderr).toMatch(/quality gate failed: team\.accuracy</);
     expect(failing.stderr).not.toMatch(/urgent\.ece/);
@@ -158,7 +158,7 @@ describe("assess", () => {
     const unknown = await inProcess(["assess", out, "--gold", gold, "--fail-if", "team.f2<0.5"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(
-      /^typed-eval: --fail-if: no metric "f2" \(in "team.f2<0.5"\); assess gates on accuracy, .*, label_mass, with --compare on psi, js_distance, agreement \(docs\/metrics\.md\)\n$/,
+      /^typed-eval: --fail-if: no metric "f2" \(in "team.f2<0.5"\); assess gates on accuracy, .*, label_mass, verdict, with --compare on psi, js_distance, agreement \(docs\/metrics\.md\)\n$/,
     );
   });
 
@@ -217,6 +217,38 @@ describe("calibrate and run --calibration", () => {
     expect(summary.calibration?.source).toBe(cal);
     expect(Object.keys(summary.calibration!.questions).sort()).toEqual(["mood", "team", "urgent"]);
   });
+
+  it("assessing on the gold rows a calibration was fitted on marks calibration in-sample, naming the file's held-out ECE", async () => {
+    const lines = readFileSync(gold, "utf8").trim().split("\n");
+    const half = file("half.gold.csv", `${lines.slice(0, 25).join("\n")}\n`);
+    const otherHalf = file("other-half.gold.csv", `${[lines[0], ...lines.slice(25)].join("\n")}\n`);
+    const cal = join(dir, "in-sample.cal.json");
+    expect((await inProcess(["calibrate", out, "--gold", half, "--job", jobPath, "--method", "temperature", "-o", cal])).code).toBe(0);
+    const fitted = JSON.parse(readFileSync(cal, "utf8")) as CalibrationFile;
+    // The file records which gold rows it was fitted on (24), beside the held-out figures it always had.
+    expect(fitted.fitted_on.gold_ids!.count).toBe(24);
+    const calibrated = join(dir, "in-sample.jsonl");
+    expect(cli(["run", join(dir, "t.jsonl"), "--job", jobPath, "-o", calibrated, "--calibration", cal]).code).toBe(0);
+    type Assessed = Assessment & { verdict: Verdict };
+    const assessed = async (g: string, ...more: string[]) =>
+      JSON.parse((await inProcess(["assess", calibrated, "--gold", g, "--job", jobPath, "--json", "--bootstrap", "10", ...more])).stdout) as Assessed;
+    const all = await assessed(gold);
+    for (const q of all.questions) {
+      const heldOut = fitted.questions[q.name]!.cross_validation!.held_out["temperature"]!.ece;
+      expect(q.sample!.in_sample).toEqual({ rows: 24, of: N, method: "temperature", held_out_ece: heldOut, folds: 5, by: "record ids" });
+      const cell = all.verdict.questions.find((x) => x.name === q.name)!.cells.calibration;
+      expect(cell.mark, q.name).not.toBe("ok");
+      expect(cell.text).toContain(`; in-sample: 24 of ${N} gold rows fitted the calibration; held out (5-fold), its ECE was ${heldOut.toFixed(3)}`);
+    }
+    expect(all.verdict.sample).toMatch(
+      /^Calibration is in-sample: the answers' calibration was fitted on these gold rows, so its figures may flatter it; the calibration file's ECE on held-out rows: urgent /,
+    );
+    // The other half was never fitted on, and the raw probabilities are not the calibration's: nothing is in-sample.
+    for (const a of [await assessed(otherHalf), await assessed(gold, "--raw")]) {
+      expect(a.questions.map((q) => q.sample?.in_sample)).toEqual([undefined, undefined, undefined]);
+      expect(a.verdict.sample).toBeUndefined();
+    }
+  }, 90_000);
 
   it("refuses a calibration fitted for other weights unless forced", async () => {
     const cal = join(dir, "cal2.json");
@@ -422,7 +454,7 @@ describe("report", () => {
     const cases: [string[], RegExp][] = [
       [
         ["--compare", out, "--fail-if", "team.pis>0.2"],
-        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass, with --gold on accuracy, .*\(docs\/metrics\.md\)\n$/,
+        /^typed-eval: --fail-if: no metric "pis" \(in "team.pis>0.2"\); report gates on psi, js_distance, agreement, label_mass, verdict, with --gold on accuracy, .*\(docs\/metrics\.md\)\n$/,
       ],
       [
         ["--compare", out, "--fail-if", "topic.psi>0.2"],

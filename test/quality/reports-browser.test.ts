@@ -16,7 +16,7 @@
  * (copies the first screen of the assessment and run-report pages, and one
  * question's detail of each, to docs/img/), and look at them.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -213,10 +213,12 @@ describe.skipIf(!hasChromium)("HTML pages in Chromium", () => {
     expect(spam.metrics["weakest_recall"]).toBeLessThan(0.3);
     expect(m.verdict.questions.find((q) => q.name === "is_spam")!.cells.weakest_class.mark).toBe("act");
     expect(m.verdict.model.changed).toBe(true);
-    expect(m.verdict.sentence).toMatch(/^Not yet: act on is_spam \(.*weakest class recall.*\)/);
+    expect(m.verdict.sentence).toMatch(/^Not yet: act on is_spam \(.*weakest class.*\)/);
     const html = qualityPage({ title: `Assessment: ${files["tonight"]}`, verdict: m.verdict, assessment: m.assessment, report: m.report, gate: m.gate });
     await check(html, "assessment", [...OPTIONS, "0: whenever", "3: now", "no", "yes"], async (page) => {
-      expect(await page.evaluate<string>(cellOf("is_spam", 6))).toMatch(/^m-act act ?yes: /);
+      expect(await page.evaluate<string>(cellOf("is_spam", 6))).toMatch(
+        /^m-act act ?yes \(rare, [0-9.]+%\): recall 0\.\d{3} \(95%: [^)]+\), \d+ of \d+; precision /,
+      );
       expect(await page.locator("p.model.changed").textContent()).toMatch(
         /^The model changed: the earlier run was answered by .*sha256 67c4f157…, chatml, this one by .*local file qwen2\.5-0\.5b-instruct-q4_k_m\.gguf, 398 MB, chatml/,
       );
@@ -244,6 +246,39 @@ describe.skipIf(!hasChromium)("HTML pages in Chromium", () => {
       expect(await page.locator("p.model.changed").count()).toBe(1);
     });
     await docsPictures("run-report", "urgency");
+  }, 120_000);
+
+  it("nothing measured: the n/a badge, never a green ok; gold from the review queue named above the table, its cells look", async () => {
+    // A night with no failed row and nothing to compare: only the answered cells have evidence (tonight's two failures would make it look).
+    const bare = await measure({ answers: files["ten"]!, report: true });
+    const html = qualityPage({ title: `Run report: ${files["ten"]}`, verdict: bare.verdict, report: bare.report });
+    await check(html, "nothing-measured", ["account access and login problems", "electronics"], async (page) => {
+      expect(await page.locator("p.sentence").getAttribute("class")).toBe("sentence m-na");
+      expect(await page.locator("p.sentence .mark").textContent()).toBe("n/a");
+      expect(await page.locator("p.sentence").textContent()).toMatch(
+        /^n\/aCannot tell: nothing beyond the answered rows was measured\. Not measured: .*add --gold <labels>/,
+      );
+      // Every question's own badge is n/a too, though its answered cell is ok.
+      for (const q of TEN_QUESTIONS) expect(await page.evaluate<string>(cellOf(q.name, 0))).toMatch(/^m-na n\/a/);
+    });
+    // The review queue: team's gold rows are those it was least sure of, plus a 2% audit sample.
+    const answers = readFileSync(files["tonight"]!, "utf8").trim().split("\n");
+    const gold = readFileSync(files["gold"]!, "utf8").trim().split("\n");
+    const queue = gold.slice(1).filter((_, i) => {
+      const team = (JSON.parse(answers[i]!) as { answers: { team: { probabilities: Record<string, number> } } }).answers.team;
+      return Math.max(...Object.values(team.probabilities)) < 0.7 || i % 50 === 0;
+    });
+    files["queue"] = relative(process.cwd(), join(dir, "queue.gold.csv"));
+    writeFileSync(files["queue"], `${[gold[0], ...queue].join("\n")}\n`);
+    const m = await measure({ answers: files["tonight"]!, gold: files["queue"], bootstrap: 20 });
+    const assessed = qualityPage({ title: `Assessment: ${files["tonight"]}`, verdict: m.verdict, assessment: m.assessment });
+    await check(assessed, "review-queue", OPTIONS, async (page) => {
+      expect(await page.locator("p.sample").textContent()).toMatch(/^The gold of team was chosen by confidence: its rows are less sure than the run's/);
+      const sample = await page.locator("p.sample").boundingBox();
+      expect(sample!.y + sample!.height).toBeLessThanOrEqual(HEIGHT);
+      for (const column of [2, 3, 6])
+        expect(await page.evaluate<string>(cellOf("team", column))).toMatch(/^m-look look.*on gold chosen by confidence \(less sure than the run\)$/);
+    });
   }, 120_000);
 
   it("ten questions: the verdict stays in the first screen, each row linked to its detail", async () => {

@@ -42,14 +42,14 @@ describe("the verdict", () => {
     const row = m.verdict.questions.find((q) => q.name === "is_spam")!;
     expect(row.cells.weakest_class.mark).toBe("act");
     expect(row.cells.weakest_class.text).toMatch(
-      new RegExp(`^yes: 0\\.\\d{3} \\(95%: 0\\.\\d{3}–0\\.\\d{3}\\), ${yes.hits} of ${yes.gold} found, a rare class`),
+      new RegExp(`^yes \\(rare, \\d\\.\\d%\\): recall 0\\.\\d{3} \\(95%: 0\\.\\d{3}–0\\.\\d{3}\\), ${yes.hits} of ${yes.gold}; precision `),
     );
     expect(row.cells.agreement.mark).not.toBe("act");
     expect(m.verdict.mark).toBe("act");
-    expect(m.verdict.sentence).toMatch(/^Not yet: act on is_spam \(weakest class recall\)/);
+    expect(m.verdict.sentence).toMatch(/^Not yet: act on is_spam \(weakest class\)/);
     const text = describeVerdict(m.verdict);
     expect(text.split("\n")[0]).toBe(`Can these labels be used? ${m.verdict.sentence}`);
-    expect(text).toMatch(/\n {2}weakest class recall +act +yes: /);
+    expect(text).toMatch(/\n {2}weakest class +act +yes \(rare/);
     // A gate on the class marks the cell where it is shown, with the condition and the value.
     const gated = await measure({
       answers: at("tonight.jsonl"),
@@ -100,14 +100,18 @@ describe("the verdict", () => {
   it("says n/a with the reason where there is no evidence, and never counts it ok", async () => {
     const { verdict } = await measure({ answers: at("tonight.jsonl"), report: true });
     for (const q of verdict.questions) {
-      for (const column of ["agreement", "calibration", "suspects", "weakest_class"] as const)
-        expect(q.cells[column]).toEqual({ mark: "n/a", text: "n/a: no gold labels given" });
-      expect(q.cells.drift).toEqual({ mark: "n/a", text: "n/a: no earlier run given" });
-      expect(q.mark).toBe("ok");
+      for (const column of ["agreement", "calibration", "weakest_class"] as const)
+        expect(q.cells[column]).toEqual({ mark: "n/a", text: "n/a: no gold labels given", add: "add --gold <labels>" });
+      expect(q.cells.suspects).toEqual({ mark: "n/a", text: "n/a: not looked for", add: "run assess --suspects" });
+      expect(q.cells.drift).toEqual({ mark: "n/a", text: "n/a: no earlier run given", add: "add --compare <earlier answers>" });
+      // The answered cell is ok, but rows answered say nothing of their labels: the question is n/a, not ok.
+      expect(q.cells.answered.mark).toBe("ok");
+      expect(q.mark).toBe("n/a");
     }
+    expect(verdict.mark).toBe("n/a");
     expect(verdict.not_measured.map((n) => n.column)).toEqual(["agreement", "calibration", "drift", "suspects", "weakest_class"]);
     expect(verdict.sentence).toBe(
-      "Yes: every measured cell is ok. Not measured: agreement with gold, calibration, suspects and weakest class recall (no gold labels given); drift (no earlier run given).",
+      "Cannot tell: nothing beyond the answered rows was measured. Not measured: agreement with gold, calibration and weakest class (no gold labels given: add --gold <labels>); drift (no earlier run given: add --compare <earlier answers>); suspects (not looked for: run assess --suspects).",
     );
     // No failures recorded anywhere: the answered cell is n/a too, not ok.
     const bare = at("bare.jsonl");
@@ -119,6 +123,7 @@ describe("the verdict", () => {
       mark: "n/a",
       text: "n/a: 50 answered; failures not recorded (no errors file or usage summary beside the answers)",
     });
-    expect(alone.verdict.sentence).toMatch(/^Cannot tell: nothing was measured\./);
+    expect(alone.verdict.sentence).toMatch(/^Cannot tell: nothing beyond the answered rows was measured\./);
+    expect(alone.verdict.mark).toBe("n/a");
   });
 });

@@ -97,13 +97,50 @@ describe("storage retries", () => {
       throw http(403, "AccessDenied");
     }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StorageError);
-    expect((refused as Error).message).toMatch(/refused access \(HTTP 403 AccessDenied/);
+    expect((refused as Error).message).toMatch(/^uploading to s3:\/\/b\/k: HTTP 403 AccessDenied: the store denied the credentials in use/);
     expect(calls).toBe(1);
     const missing = await storageCall("reading", "s3://b/k", async () => {
       throw http(404, "NoSuchKey");
     }).catch((e: unknown) => e);
     expect(missing).not.toBeInstanceOf(StorageError);
     expect((missing as Error).name).toBe("NoSuchKey");
+  });
+
+  it("a store refusing this client: credentials it rejects exit 2 wherever met; a permission denied exits 2 before anything is paid, 9 after (a permission lost mid-run)", async () => {
+    const refusal = async (error: unknown) =>
+      (await storageCall("reading", "s3://b/k", async () => {
+        throw error;
+      }).catch((e: unknown) => e)) as StorageError;
+    const credentials = [http(403, "InvalidAccessKeyId"), http(403, "SignatureDoesNotMatch"), http(400, "ExpiredToken"), http(401, "Unauthorized")];
+    for (const e of credentials) {
+      const refused = await refusal(e);
+      expect(refused.refused).toBe("credentials");
+      expect(refused.message).toMatch(/AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN/);
+      for (const [stage, paid] of [
+        ["check", false],
+        ["lock", false],
+        ["answer", true],
+        ["write", true],
+        ["command", false],
+      ] as const)
+        expect(classify(refused, stage, { paid }).verdict).toBe("bad-input");
+    }
+    // A HEAD's 403 has no code: it may be either, and is said so.
+    for (const e of [http(403, "AccessDenied"), http(403, "Unknown"), http(403, "Forbidden")]) {
+      const refused = await refusal(e);
+      expect(refused.refused).toBe("permission");
+      expect(classify(refused, "check").verdict).toBe("bad-input");
+      expect(classify(refused, "lock").verdict).toBe("bad-input");
+      expect(classify(refused, "answer", { paid: true }).verdict).toBe("storage-unavailable");
+      // Wrapped as an upload's failure is (s3-target.ts), it keeps what the store said.
+      const wrapped = new StorageError(`${refused.message}; the output is kept at x`, "s3://b/k", { cause: refused });
+      expect(classify(wrapped, "write", { paid: true }).verdict).toBe("storage-unavailable");
+      expect(classify(wrapped, "lock").verdict).toBe("bad-input");
+    }
+    expect((await refusal(http(403, "Unknown"))).message).toMatch(/the store refused access: check the credentials in use .* and their permission/);
+    // The store failing is not a refusal: resumable wherever met.
+    setStorageRetry(0);
+    expect(classify(await refusal(http(503, "ServiceUnavailable")), "check").verdict).toBe("storage-unavailable");
   });
 
   it("once the store failed for a whole window, what the run still writes shares the grace, not a window each", async () => {

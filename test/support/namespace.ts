@@ -85,8 +85,15 @@ function layout(root: string, binds: Record<string, string>): string[] {
   return mounts;
 }
 
-/** Runs `argv` (its first word found on `env.PATH`) in `cwd`, in a mount namespace where each of `binds` is mounted at its path. */
-export function runMounted(binds: Record<string, string>, argv: string[], options: { cwd: string; env: Record<string, string | undefined> }): Promise<Result> {
+/**
+ * Runs `argv` (its first word found on `env.PATH`) in `cwd`, in a mount namespace where each of `binds` is mounted at its path.
+ * `onStart` gets the pid that becomes `argv`'s process (the setup execs into it), to signal it as its scheduler would.
+ */
+export function runMounted(
+  binds: Record<string, string>,
+  argv: string[],
+  options: { cwd: string; env: Record<string, string | undefined>; onStart?: (pid: number) => void },
+): Promise<Result> {
   const work = mkdtempSync(join(tmpdir(), "te-root-"));
   const root = join(work, "root");
   // One mount(8) for them all (a process per mount took a second for the couple of hundred a root needs).
@@ -94,6 +101,7 @@ export function runMounted(binds: Record<string, string>, argv: string[], option
   const script = `${MOUNT} --all --fstab ${quote(join(work, "fstab"))} && exec ${CHROOT} ${quote(root)} /bin/sh -c 'cd "$0" && exec "$@"' ${[options.cwd, ...argv].map(quote).join(" ")}`;
   return new Promise((resolve) => {
     const child = spawn("unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", script], { env: options.env, stdio: ["ignore", "pipe", "pipe"] });
+    if (child.pid !== undefined) options.onStart?.(child.pid);
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

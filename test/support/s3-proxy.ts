@@ -37,6 +37,8 @@ export interface FaultRule {
   atCut?: () => Promise<void>;
   /** How many requests the rule takes before it lapses; all of them when absent. */
   times?: number;
+  /** Matched against the request itself (its headers: a conditional write in one ETag form); any when absent. */
+  when?: (req: IncomingMessage) => boolean;
 }
 
 export interface S3Proxy {
@@ -235,7 +237,9 @@ export async function startS3Proxy(target: string): Promise<S3Proxy> {
   const gate = new KeyGate();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     counts.seen++;
-    const rule = rules.find((r) => (!r.method || r.method === req.method) && (!r.path || r.path.test(req.url ?? "")) && (r.times ?? 1) > 0);
+    const rule = rules.find(
+      (r) => (!r.method || r.method === req.method) && (!r.path || r.path.test(req.url ?? "")) && (!r.when || r.when(req)) && (r.times ?? 1) > 0,
+    );
     if (rule?.times !== undefined) rule.times--;
     if (rule) counts.faulted++;
     if (rule && (rule.reset || rule.status !== undefined)) {

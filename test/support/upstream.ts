@@ -9,12 +9,24 @@ export interface Upstream {
   close(): Promise<void>;
 }
 
-/** Listens on a free loopback port; `handle` gets each request with its whole body as text. */
-export async function startUpstream(handle: (req: IncomingMessage, res: ServerResponse, text: string) => void): Promise<Upstream> {
+/**
+ * Listens on a free loopback port; `handle` gets each request with its whole
+ * body as text. A run's first contact (`GET /v1/models`, which nobody bills)
+ * goes to `models` when given, else is answered with an empty listing, so a
+ * handler scripting the POSTs sees only those.
+ */
+export async function startUpstream(
+  handle: (req: IncomingMessage, res: ServerResponse, text: string) => void,
+  models?: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<Upstream> {
   const server = createServer((req, res) => {
     let text = "";
     req.on("data", (c: Buffer) => (text += c.toString()));
-    req.on("end", () => handle(req, res, text));
+    req.on("end", () => {
+      if (req.method !== "GET" || !req.url?.endsWith("/v1/models")) return handle(req, res, text);
+      if (models) return models(req, res);
+      sendJson(res, 200, { models: [] });
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {

@@ -6,6 +6,7 @@
  * gives the same file), and every write is checked (targets.ts): a crash, a
  * full disk or a stop never leaves an output that looks complete.
  */
+import { scrub } from "../../logging/secrets.js";
 import { flatColumns, KeptKindsOf, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../../records/job.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
@@ -222,7 +223,8 @@ async function writeRow(writing: Writing, entry: RecordEntry, job: Job, maps: Ca
   if (writing.duplicates.see(entry.id, entry.line)) counts.duplicateIds = writing.duplicates.result();
   if (entry.k === "error") {
     await writing.errors.write(
-      `${JSON.stringify({ line: entry.line, source: entry.source, id: entry.id, status: entry.status, type: entry.type, message: entry.message })}\n`,
+      // The message scrubbed again: a journal written by an earlier release may hold what an endpoint echoed.
+      `${JSON.stringify({ line: entry.line, source: entry.source, id: entry.id, status: entry.status, type: entry.type, message: scrub(entry.message) })}\n`,
     );
     counts.failed++;
     return;

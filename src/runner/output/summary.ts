@@ -12,6 +12,7 @@ import type { PaceReport } from "../send/pacing.js";
 import type { SendCounts } from "../send/send.js";
 import type { AnswerStats } from "../answer.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "../../records/usage.js";
+import { addSums, noBilling, type BillingSums } from "../../api/billing.js";
 import { formatOfRows } from "../../api/prompt-format.js";
 
 export interface ThisRun {
@@ -19,6 +20,8 @@ export interface ThisRun {
   seconds: number;
   stats: AnswerStats;
   sent: SendCounts;
+  /** What this run's answered requests were billed, against their characters. */
+  billed: BillingSums;
   pace: PaceReport;
 }
 
@@ -107,9 +110,12 @@ function thisRunOf(base: SummaryBase): NonNullable<UsageSummary["this_run"]> {
   };
 }
 
-/** Requests, wasted tokens and time of every run of this output (the journal's) and this one. */
+/** Requests, wasted tokens, time and billing figures of every run of this output (the journal's) and this one. */
 function addRuns(summary: UsageSummary, base: SummaryBase): void {
   const { sent, seconds } = base.thisRun;
+  const billing = addSums(noBilling(), base.thisRun.billed);
+  for (const run of base.runs) if (run.billing) addSums(billing, run.billing);
+  if (billing.requests > 0) summary.billing = billing;
   const now = {
     seconds,
     requests: sent.requests,

@@ -14,6 +14,7 @@ import {
   UpstreamUnavailableError,
 } from "../../api/errors.js";
 import { backoffMs, DEFAULT_RETRY, sleep } from "../../api/retry.js";
+import { addBilled, noBilling, requestChars, type BillingSums } from "../../api/billing.js";
 import type { EvaluatorRequest } from "../../api/schema.js";
 import type { Evaluation, Evaluator } from "../../evaluator/evaluator.js";
 import type { ErrorEntry } from "../state/journal.js";
@@ -46,6 +47,35 @@ export interface SenderOptions {
   random?: () => number;
 }
 
+/**
+ * An endpoint's error that ends the run whatever the record: the key
+ * refused (401, 403), an address that is not the API (every record would
+ * fail alike: stop at the first answer, naming --base-url) and, at the
+ * first contact (`contact`), nothing answering at all.
+ */
+function endingOf(error: unknown, contact = true): VerdictError | undefined {
+  if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
+    return new EndpointAbort(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
+  }
+  if (error instanceof UpstreamUnavailableError && error.notTheApi) return new EndpointMismatch(error.message);
+  if (contact && error instanceof UpstreamUnavailableError && error.unreachable) return new EndpointAbort(error.message);
+  return undefined;
+}
+
+/** Waits for the gate to open; an abort, or what shut the gate, ends the wait. */
+function waitOpen(gate: Promise<void>, signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    const off = () => signal.removeEventListener("abort", onAbort);
+    gate.then(
+      () => (off(), resolve()),
+      (error: unknown) => (off(), reject(error)),
+    );
+  });
+}
+
 /** How an error reads to the pace. */
 function outcomeOf(error: unknown): AttemptOutcome {
   if (error instanceof RateLimitError) return error.serverDelay ? "held" : "throttled";
@@ -55,11 +85,61 @@ function outcomeOf(error: unknown): AttemptOutcome {
 
 export class Sender {
   readonly counts: SendCounts = { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
+  /** What the answered requests were billed, against their characters: the figures `estimate --from-usage` projects from. */
+  readonly billed: BillingSums = noBilling();
+  /**
+   * Open once the run's first request has had its first attempt without
+   * ending the run; every other request waits for it. Undefined until the
+   * first request comes.
+   */
+  private gate: Promise<void> | undefined;
 
   constructor(private readonly options: SenderOptions) {}
 
-  /** One request, with retries; every attempt goes through the limiter. */
+  /**
+   * One request, with retries; every attempt goes through the limiter. The
+   * run's first request first contacts the endpoint (reachable, the key
+   * taken, nothing billed) and then goes alone: a refused key, a model the
+   * key may not use or an address that is not the API costs one request,
+   * not the batch in flight. Nothing is contacted before a record must be
+   * asked: a rerun whose records are all journaled reaches no endpoint.
+   */
   async send(request: EvaluatorRequest, estimate: number): Promise<Outcome> {
+    if (this.gate) {
+      await waitOpen(this.gate, this.options.signal);
+      return this.attempts(request, estimate);
+    }
+    let open = () => {};
+    let shut = (_error: unknown) => {};
+    this.gate = new Promise<void>((resolve, reject) => {
+      open = resolve;
+      shut = reject;
+    });
+    // Whoever waits is told; nobody waiting is no unhandled rejection.
+    this.gate.catch(() => undefined);
+    try {
+      if (!(await this.contact(request.model))) open();
+      return await this.attempts(request, estimate, open);
+    } catch (error) {
+      // What ended the first request ends those waiting for it the same way (no-op once the gate is open).
+      shut(error);
+      throw error;
+    }
+  }
+
+  /** The endpoint's first contact, its refusals as what ends the run; whether it was made (an embedded model has none). */
+  private async contact(model: string): Promise<boolean> {
+    const { evaluator, signal, timeoutMs } = this.options;
+    try {
+      return (await evaluator.firstContact?.(model, { signal, ...(timeoutMs ? { timeoutMs } : {}) })) ?? false;
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      throw endingOf(error) ?? error;
+    }
+  }
+
+  /** A request's attempts; `opened` is told once the first one ended without ending the run. */
+  private async attempts(request: EvaluatorRequest, estimate: number, opened?: () => void): Promise<Outcome> {
     const { limiter, signal } = this.options;
     for (let attempt = 0; ; attempt++) {
       signal.throwIfAborted();
@@ -67,11 +147,14 @@ export class Sender {
       if (attempt > 0) await limiter.retryPermit(signal);
       try {
         const evaluation = await this.attempt(request, estimate, attempt);
+        opened?.();
         limiter.observe("ok");
         limiter.settle(estimate, evaluation.response.usage.input_tokens);
+        addBilled(this.billed, requestChars(request), evaluation.response.usage.input_tokens);
         return { ok: true, evaluation };
       } catch (error) {
         const final = this.failed(error, estimate, attempt);
+        opened?.();
         if (final) return final;
         await this.backOff(error, attempt);
       }
@@ -107,13 +190,10 @@ export class Sender {
   private failed(error: unknown, estimate: number, attempt: number): Outcome | undefined {
     const { limiter, signal, maxRetries } = this.options;
     if (signal.aborted) throw signal.reason;
-    // A lock lost or a store failing (from the fence) ends the run; so does an abort of our own.
+    // A lock lost or a store failing (from the fence) ends the run; so does an abort of our own, a refused key, an address that is not the API.
     if (error instanceof VerdictError) throw error;
-    if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
-      throw new EndpointAbort(`the endpoint refused the API key (HTTP ${error.status}: ${error.message})`);
-    }
-    // An address that is not the API fails every record alike: stop at the first answer, naming --base-url.
-    if (error instanceof UpstreamUnavailableError && error.notTheApi) throw new EndpointMismatch(error.message);
+    const ending = endingOf(error, false);
+    if (ending) throw ending;
     limiter.observe(outcomeOf(error));
     if (error instanceof RateLimitError) this.counts.rateLimited++;
     else if (error instanceof OverloadedError) this.counts.overloaded++;

@@ -134,6 +134,12 @@ export class JournalIndex {
     return ((this.flags[key] as number) & (ANSWERED | FAILED_NOW)) !== 0;
   }
 
+  /** Whether any key has a finished record in the journal (an answer, or an error), this run's or an earlier one's: only then is work kept. */
+  holdsResults(): boolean {
+    for (let key = 0; key < this.size; key++) if (((this.flags[key] as number) & ANSWERED) !== 0 || (this.at[key] as number) >= 0) return true;
+    return false;
+  }
+
   /** Marks `key` as a record of this run's input; false when an earlier record of it already was (a repeated record). */
   see(key: number): boolean {
     const flags = this.flags[key] as number;

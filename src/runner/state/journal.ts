@@ -7,8 +7,10 @@
  */
 import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import type { Answer, Usage } from "../../api/schema.js";
+import type { BillingSums } from "../../api/billing.js";
 import { InvocationError } from "../../api/errors.js";
 import { JournalIndex, keptHash } from "./index.js";
+import { scrub } from "../../logging/secrets.js";
 
 export interface AnswerEntry {
   k: "answer";
@@ -64,6 +66,8 @@ export interface RunEntry {
   overloaded: number;
   /** Input tokens of requests that were sent but whose answer was not kept (failed attempts). */
   wasted_input_tokens: number;
+  /** What the requests answered since the previous entry were billed, against their characters (journals before it have none). */
+  billing?: BillingSums;
 }
 
 /**
@@ -163,7 +167,9 @@ export class Journal {
    * the disk's error: the journal never holds half an entry followed by more.
    */
   append(entry: Entry): number {
-    const line = Buffer.from(`${JSON.stringify(entry)}\n`);
+    // A failure's message may quote what an endpoint answered: scrubbed on its way in (secrets.ts).
+    const safe = entry.k === "error" ? { ...entry, message: scrub(entry.message) } : entry;
+    const line = Buffer.from(`${JSON.stringify(safe)}\n`);
     const offset = this.size;
     const written = writeSync(this.fd, line);
     if (written !== line.length) {

@@ -18,11 +18,17 @@
  * Every write is conditional: `If-None-Match: *` to create the lock,
  * `If-Match: <etag>` to take it over, renew and release it, so of two runs
  * that try at once exactly one succeeds (the other gets 412). A probe when
- * the lock is taken finds a store that ignores the conditions; such a store
- * is refused (exit 2) unless the run is told `--unsafe-s3-lock`, and then
- * every write is read back and its nonce compared, which does not exclude
- * two runs started within moments of each other both sending until the next
- * heartbeat shows one of them the other's nonce.
+ * the lock is taken checks that the store refuses the writes whose condition
+ * fails and takes those whose condition holds, and finds the form it takes an
+ * ETag in (quoted as S3 sends it, or bare: Ceph RGW 16 answers 412 to a
+ * quoted one). A store that fails the probe is refused (exit 2) unless the
+ * run is told `--unsafe-s3-lock`, and then the writes carry no condition and
+ * each is read back and its nonce compared, which does not exclude two runs
+ * started within moments of each other both sending until the next heartbeat
+ * shows one of them the other's nonce. A renewal refused although the lock
+ * is still this run's, under the very ETag its condition named, is retried
+ * in the other form; refused in both, the run stops (exit 2, naming the
+ * store's conditional writes), never taken for a stall.
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
@@ -31,7 +37,7 @@ import { env } from "../../api/env.js";
 import { InvocationError } from "../../api/errors.js";
 import { sleep } from "../../api/retry.js";
 import { LockLostError, StorageError } from "../../api/verdict.js";
-import { abortable, describeS3Error, isMissingKey, parseS3, s3Client, storageCall } from "../../records/s3.js";
+import { abortable, describeS3Error, type EtagForm, ifMatchValue, isMissingKey, parseS3, rememberEtagForm, s3Client, storageCall } from "../../records/s3.js";
 import { deadHere, LockedError, type Lock, type LockHolder } from "./lock.js";
 
 /** The clocks a lock reads; tests put stepped or frozen ones in their place. */
@@ -65,12 +71,27 @@ const RELEASE_WAIT_MS = 5_000;
 /** How long the store is given to settle before an unsafe lock's write is read back. */
 const READ_BACK_MS = 300;
 
-/** The store ignores conditional writes, and the run was not told to take its lock anyway: exit 2, naming the flag. */
+/** The store failed the probe of conditional writes, and the run was not told to take its lock anyway: exit 2, naming the flag. */
 export class UnsafeS3LockError extends InvocationError {
   override name = "UnsafeS3LockError";
-  constructor(path: string) {
+  constructor(path: string, why: string) {
     super(
-      `the store behind ${path} ignores conditional writes (If-None-Match, If-Match), so two runs started together could both take this lock and both pay for the same records: use a store that honours them (AWS S3, MinIO), or pass --unsafe-s3-lock to run at that risk`,
+      `the store behind ${path} ${why}, so two runs started together could both take this lock and both pay for the same records: use a store whose conditional writes hold (AWS S3, MinIO, Ceph RGW), or pass --unsafe-s3-lock to run at that risk`,
+    );
+  }
+}
+
+/**
+ * The store refused a write of the lock whose condition held (`If-Match` on
+ * the lock's own ETag, in either form), though no other run holds it: its
+ * conditional writes do not work as the probe found them. Exit 2, naming them;
+ * the journal keeps what was finished.
+ */
+export class S3ConditionRefusedError extends InvocationError {
+  override name = "S3ConditionRefusedError";
+  constructor(path: string, what: string) {
+    super(
+      `the store behind ${path} refused ${what} under If-Match naming the lock's own ETag (quoted and bare), though no other run holds it: its conditional writes do not work as its probe found them. Use a store whose conditional writes hold (AWS S3, MinIO, Ceph RGW), or pass --unsafe-s3-lock to run without them, at the risk it names`,
     );
   }
 }
@@ -104,6 +125,31 @@ function conflicted(error: unknown): boolean {
   return status === 412 || status === 409;
 }
 
+/** Whether two ETags name the same version, whatever their quotes. */
+function sameEtag(a: string | undefined, b: string | undefined): boolean {
+  return a !== undefined && b !== undefined && ifMatchValue(a, "bare") === ifMatchValue(b, "bare");
+}
+
+/**
+ * The conditions this run's writes of the lock carry: none on a store whose
+ * conditional writes failed the probe (`--unsafe-s3-lock`), else with its
+ * ETags in the form the probe found.
+ */
+class Conditions {
+  constructor(
+    readonly honoured: boolean,
+    public form: EtagForm,
+  ) {}
+
+  create(): Condition {
+    return this.honoured ? { IfNoneMatch: "*" } : {};
+  }
+
+  match(etag: string | undefined, form = this.form): Condition {
+    return this.honoured && etag !== undefined ? { IfMatch: ifMatchValue(etag, form) } : {};
+  }
+}
+
 /** The lock object: reads, conditional writes and removal, each one attempt unless retried by `storageCall`. */
 class LockObject {
   readonly path: string;
@@ -116,9 +162,9 @@ class LockObject {
     this.path = `s3://${bucket}/${key}`;
   }
 
-  async readOnce(signal?: AbortSignal): Promise<Seen> {
+  async readOnce(signal?: AbortSignal, key = this.key): Promise<Seen> {
     try {
-      const got = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.key }), abortable(signal));
+      const got = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), abortable(signal));
       const text = (await got.Body?.transformToString("utf8")) ?? "";
       const seen: Seen = { text, ...(got.ETag ? { etag: got.ETag } : {}) };
       try {
@@ -159,29 +205,54 @@ function timingOf(options: S3LockOptions): Timing {
   return { staleMs, heartbeatMs: options.heartbeatMs ?? Math.min(15_000, staleMs / 4), leaseMs: staleMs * 0.9 };
 }
 
+/** What the probe found: conditional writes that hold, with the form the store takes an ETag in, or why not. */
+type Probed = { honoured: true; form: EtagForm } | { honoured: false; why: string };
+
+/** A condition no object's ETag meets. */
+const NO_SUCH_ETAG = "00000000000000000000000000000000";
+
 /**
- * Whether the store honours conditional writes: a probe object is created
- * with `If-None-Match: *`, then written again with `If-None-Match: *` and
- * with `If-Match` on an ETag it does not have; both must fail (412).
+ * Whether the store's conditional writes hold, on a probe object: created
+ * with `If-None-Match: *`; written under `If-Match` on its own ETag, quoted
+ * (S3's form), else bare, which must succeed and says which form the store
+ * takes; then with `If-None-Match: *` again and `If-Match` on an ETag it does
+ * not have, which must both fail (412).
  */
-async function honoursConditions(store: LockObject): Promise<boolean> {
-  const probe = `${store.key}.probe-${randomUUID()}`;
-  const refuses = async (condition: Condition): Promise<boolean> => {
+async function probe(store: LockObject): Promise<Probed> {
+  const key = `${store.key}.probe-${randomUUID()}`;
+  /** One write of the probe: its ETag when the store took it, "failed" on 412, "unknown" when the store does not know the header. */
+  const write = async (condition: Condition): Promise<{ etag: string | undefined } | "failed" | "unknown"> => {
     try {
-      await storageCall("probing conditional writes at", store.path, (signal) => store.write("probe", condition, probe, signal));
-      return false;
+      return { etag: await storageCall("probing conditional writes at", store.path, (signal) => store.write("probe", condition, key, signal)) };
     } catch (error) {
-      if (conflicted(error)) return true;
+      if (conflicted(error)) return "failed";
       // 501 Not Implemented, 400: a store that does not know the header.
-      if (httpStatus(error) === 501 || httpStatus(error) === 400) return false;
+      if (httpStatus(error) === 501 || httpStatus(error) === 400) return "unknown";
       throw error;
     }
   };
-  if (await refuses({ IfNoneMatch: "*" })) return false;
+  const created = await write({ IfNoneMatch: "*" });
+  if (created === "unknown") return { honoured: false, why: "does not know conditional writes (If-None-Match)" };
+  if (created === "failed") return { honoured: false, why: "refused to create a new object under If-None-Match: *" };
   try {
-    return (await refuses({ IfNoneMatch: "*" })) && (await refuses({ IfMatch: '"00000000000000000000000000000000"' }));
+    const etag = created.etag ?? (await store.readOnce(undefined, key)).etag;
+    if (etag === undefined) return { honoured: false, why: "gives no ETag to condition a write on" };
+    let form: EtagForm | undefined;
+    for (const tried of ["quoted", "bare"] as const) {
+      const matched = await write({ IfMatch: ifMatchValue(etag, tried) });
+      if (matched === "unknown") return { honoured: false, why: "does not know conditional writes (If-Match)" };
+      if (matched === "failed") continue;
+      form = tried;
+      break;
+    }
+    if (form === undefined) return { honoured: false, why: "refuses a write under If-Match naming the object's own ETag (HTTP 412, quoted and bare)" };
+    if ((await write({ IfNoneMatch: "*" })) !== "failed")
+      return { honoured: false, why: "ignores conditional writes (it overwrote an object under If-None-Match: *)" };
+    if ((await write({ IfMatch: ifMatchValue(NO_SUCH_ETAG, form) })) !== "failed")
+      return { honoured: false, why: "ignores conditional writes (it took a write under If-Match naming another ETag)" };
+    return { honoured: true, form };
   } finally {
-    await store.remove({}, probe).catch(() => undefined);
+    await store.remove({}, key).catch(() => undefined);
   }
 }
 
@@ -217,11 +288,14 @@ interface Claimed {
 }
 
 /**
- * Writes this run into the lock under `condition`. A 412 means another run
- * got there first (`LockedError`, naming it), or that an earlier attempt of
- * this very write landed though its answer was lost: then the lock is ours.
+ * Writes this run into the lock under `condition` (`If-Match` on `basis`, the
+ * ETag seen, when taking it over). A 412 means another run got there first
+ * (`LockedError`, naming it), or that an earlier attempt of this very write
+ * landed though its answer was lost: then the lock is ours. A takeover
+ * refused while the lock still has the ETag it named is the store refusing a
+ * condition that holds.
  */
-async function claimWith(store: LockObject, me: S3Holder, condition: Condition, timing: Timing, clock: LockClock): Promise<Claimed> {
+async function claimWith(store: LockObject, me: S3Holder, condition: Condition, timing: Timing, clock: LockClock, basis?: string): Promise<Claimed> {
   const first = clock.monotonic();
   try {
     return await storageCall("writing the lock", store.path, async (signal) => {
@@ -232,6 +306,7 @@ async function claimWith(store: LockObject, me: S3Holder, condition: Condition, 
     if (!conflicted(error)) throw error;
     const now = await store.read();
     if (now.holder?.nonce === me.nonce) return { etag: now.etag, at: first };
+    if ("IfMatch" in condition && sameEtag(now.etag, basis)) throw new S3ConditionRefusedError(store.path, "the lock's takeover");
     throw new LockedError(store.path, now.holder, timing.staleMs);
   }
 }
@@ -242,20 +317,27 @@ async function claimWith(store: LockObject, me: S3Holder, condition: Condition, 
  * stale period, and throws `LockedError` when the holder shows a heartbeat.
  * Returns this run's write.
  */
-async function claim(store: LockObject, me: S3Holder, timing: Timing, clock: LockClock, onNote: (message: string) => void): Promise<Claimed> {
+async function claim(
+  store: LockObject,
+  me: S3Holder,
+  conditions: Conditions,
+  timing: Timing,
+  clock: LockClock,
+  onNote: (message: string) => void,
+): Promise<Claimed> {
   for (;;) {
     const seen = await store.read();
-    if (seen.text === undefined) return claimWith(store, me, { IfNoneMatch: "*" }, timing, clock);
+    if (seen.text === undefined) return claimWith(store, me, conditions.create(), timing, clock);
     const holder = seen.holder;
-    const ifMatch: Condition = seen.etag ? { IfMatch: seen.etag } : {};
-    if (holder && deadHere(holder, me)) return claimWith(store, me, ifMatch, timing, clock);
+    const takeOver = () => claimWith(store, me, conditions.match(seen.etag), timing, clock, seen.etag);
+    if (holder && deadHere(holder, me)) return takeOver();
     const staleMs = Math.max(timing.staleMs, Number(holder?.staleMs) || 0);
     onNote(
       `${store.path} is held${holder ? ` by pid ${holder.pid} on ${holder.host}` : ""}: watching its heartbeat for up to ${Math.round(staleMs / 1000)} s before taking it over`,
     );
     const seenNow = await watch(store, seen, staleMs, clock);
     if (seenNow === "live") throw new LockedError(store.path, (await store.read()).holder ?? holder, staleMs);
-    if (seenNow === "stale") return claimWith(store, me, ifMatch, timing, clock);
+    if (seenNow === "stale") return takeOver();
   }
 }
 
@@ -274,26 +356,29 @@ async function confirmByReadBack(store: LockObject, me: S3Holder, timing: Timing
  */
 export async function acquireS3Lock(location: string, options: S3LockOptions = {}): Promise<Lock> {
   const { bucket, key: base } = parseS3(location);
-  const store = new LockObject(options.client ?? s3Client(), bucket, `${base.endsWith("/") ? base : `${base}/`}lock.json`);
+  const client = options.client ?? s3Client();
+  const store = new LockObject(client, bucket, `${base.endsWith("/") ? base : `${base}/`}lock.json`);
   const clock = options.clock ?? SYSTEM_CLOCK;
   const timing = timingOf(options);
   const onNote = options.onNote ?? (() => undefined);
-  const conditional = await honoursConditions(store);
-  if (!conditional && !options.unsafe) throw new UnsafeS3LockError(store.path);
-  if (!conditional)
-    onNote(`${store.path}: the store ignores conditional writes; taking the lock anyway (--unsafe-s3-lock): two runs started together may both pay`);
+  const probed = await probe(store);
+  if (!probed.honoured && !options.unsafe) throw new UnsafeS3LockError(store.path, probed.why);
+  if (!probed.honoured) onNote(`${store.path}: the store ${probed.why}; taking the lock anyway (--unsafe-s3-lock): two runs started together may both pay`);
+  if (probed.honoured) rememberEtagForm(client, probed.form);
+  const conditions = new Conditions(probed.honoured, probed.honoured ? probed.form : "quoted");
   const started = new Date(clock.wall()).toISOString();
   const { host, pid } = options.as ?? { host: hostname(), pid: process.pid };
   const me: S3Holder = { host, pid, started, nonce: randomUUID(), heartbeat: started, beat: 0, staleMs: timing.staleMs };
-  const claimed = await claim(store, me, timing, clock, onNote);
-  const etag = conditional ? claimed.etag : ((await confirmByReadBack(store, me, timing)) ?? claimed.etag);
-  return new HeldS3Lock(store, me, etag, { timing, clock, conditional, renewedAt: claimed.at });
+  const claimed = await claim(store, me, conditions, timing, clock, onNote);
+  const etag = conditions.honoured ? claimed.etag : ((await confirmByReadBack(store, me, timing)) ?? claimed.etag);
+  return new HeldS3Lock(store, me, etag, { timing, clock, conditions, renewedAt: claimed.at, onFormChange: (form) => rememberEtagForm(client, form) });
 }
 
 /** A lock this run holds: renewed on a timer, its lease timed on the monotonic clock. */
 class HeldS3Lock implements Lock {
   readonly path: string;
-  private loss: "taken" | "lapsed" | undefined;
+  /** Why this run no longer holds its lock: another run took it, its lease lapsed, or the store refused renewals whose condition held. */
+  private loss: "taken" | "lapsed" | "refused" | undefined;
   /** Monotonic start of the last successful renewal (of the claim, at first). */
   private renewedAt: number;
   /** The last renewal failure, while renewals fail: a lease that lapses meanwhile lapsed for the store's sake. */
@@ -304,16 +389,17 @@ class HeldS3Lock implements Lock {
   private readonly beat: NodeJS.Timeout;
   private readonly timing: Timing;
   private readonly clock: LockClock;
-  private readonly conditional: boolean;
+  private readonly conditions: Conditions;
+  private readonly onFormChange: (form: EtagForm) => void;
 
   constructor(
     private readonly store: LockObject,
     private readonly me: S3Holder,
     private etag: string | undefined,
-    settings: { timing: Timing; clock: LockClock; conditional: boolean; renewedAt: number },
+    settings: { timing: Timing; clock: LockClock; conditions: Conditions; renewedAt: number; onFormChange: (form: EtagForm) => void },
   ) {
     this.path = store.path;
-    ({ timing: this.timing, clock: this.clock, conditional: this.conditional, renewedAt: this.renewedAt } = settings);
+    ({ timing: this.timing, clock: this.clock, conditions: this.conditions, renewedAt: this.renewedAt, onFormChange: this.onFormChange } = settings);
     this.beat = setInterval(() => void (this.pending = this.renew()), this.timing.heartbeatMs);
     this.beat.unref();
   }
@@ -333,25 +419,46 @@ class HeldS3Lock implements Lock {
     this.renewing = true;
     const started = this.clock.monotonic();
     try {
-      if (!this.conditional && (await this.store.readOnce()).holder?.nonce !== this.me.nonce) return void (this.loss = "taken");
+      if (!this.conditions.honoured && (await this.store.readOnce()).holder?.nonce !== this.me.nonce) return void (this.loss = "taken");
       if (this.lapsed()) return void (this.loss = "lapsed");
-      this.etag = (await this.store.write(heartbeatOf(this.me, this.clock), this.etag ? { IfMatch: this.etag } : {})) ?? this.etag;
-      this.renewedAt = started;
-      this.trouble = undefined;
+      this.renewed(await this.store.write(heartbeatOf(this.me, this.clock), this.conditions.match(this.etag)), started);
     } catch (error) {
-      if (conflicted(error)) await this.afterConflict();
+      if (conflicted(error)) await this.afterConflict(started);
       else this.trouble = error;
     } finally {
       this.renewing = false;
     }
   }
 
-  /** A renewal's 412: our own earlier write whose answer was lost (the lock still ours, under a new ETag), or another run's. */
-  private async afterConflict(): Promise<void> {
+  private renewed(etag: string | undefined, started: number): void {
+    this.etag = etag ?? this.etag;
+    this.renewedAt = started;
+    this.trouble = undefined;
+  }
+
+  /**
+   * A renewal's 412: another run's write (the lock taken), our own earlier
+   * write whose answer was lost (the lock still ours, under a new ETag), or,
+   * with the lock still ours under the ETag the condition named, the store
+   * refusing a condition that holds: tried once in the other ETag form (kept
+   * when it works), else the run stops.
+   */
+  private async afterConflict(started: number): Promise<void> {
     try {
       const now = await this.store.readOnce();
-      if (now.holder?.nonce === this.me.nonce) this.etag = now.etag;
-      else this.loss = "taken";
+      if (now.holder?.nonce !== this.me.nonce) return void (this.loss = "taken");
+      if (!sameEtag(now.etag, this.etag)) return void (this.etag = now.etag);
+      const other: EtagForm = this.conditions.form === "quoted" ? "bare" : "quoted";
+      try {
+        this.renewed(await this.store.write(heartbeatOf(this.me, this.clock), this.conditions.match(this.etag, other)), started);
+        this.conditions.form = other;
+        this.onFormChange(other);
+      } catch (error) {
+        if (!conflicted(error)) return void (this.trouble = error);
+        const again = await this.store.readOnce();
+        this.loss = again.holder?.nonce !== this.me.nonce ? "taken" : sameEtag(again.etag, this.etag) ? "refused" : undefined;
+        if (this.loss === undefined) this.etag = again.etag;
+      }
     } catch (error) {
       this.trouble = error;
     }
@@ -361,6 +468,7 @@ class HeldS3Lock implements Lock {
     if (!this.loss && this.lapsed()) this.loss = "lapsed";
     if (this.loss === undefined) return;
     clearInterval(this.beat);
+    if (this.loss === "refused") throw new S3ConditionRefusedError(this.path, "the lock's renewal");
     if (this.loss === "lapsed" && this.trouble !== undefined) {
       throw new StorageError(`could not renew the lock ${this.path} before it expired (${describeS3Error(this.trouble)})`, this.path, {
         cause: this.trouble,
@@ -387,9 +495,10 @@ class HeldS3Lock implements Lock {
         this.path,
         async (signal) => {
           const now = await this.store.readOnce(signal);
-          if (now.holder?.nonce !== this.me.nonce) return;
+          // Past the lease another run may take the lock over at any moment, and a store may ignore the delete's condition (RGW 16 does).
+          if (now.holder?.nonce !== this.me.nonce || this.lapsed()) return;
           // A store that does not know a conditional delete (501, 400): the nonce was just read back, the plain delete is ours.
-          await this.store.remove(now.etag ? { IfMatch: now.etag } : {}).catch((error: unknown) => {
+          await this.store.remove(this.conditions.match(now.etag)).catch((error: unknown) => {
             if (httpStatus(error) === 501 || httpStatus(error) === 400) return this.store.remove({});
             throw error;
           });

@@ -5,6 +5,7 @@
  * summary adds up every run of an output, killed ones included.
  */
 import type { SendCounts } from "../send/send.js";
+import { addSums, noBilling, type BillingSums } from "../../api/billing.js";
 import type { Entry } from "./journal.js";
 
 /** How often a run journals what it has spent: a kill -9 loses at most this much of its request and time counts. */
@@ -14,11 +15,14 @@ export class SpendingJournal {
   readonly intervalMs = SPEND_INTERVAL_MS;
   /** What was journaled so far (the counts at the last entry, and its time on the monotonic clock). */
   private readonly spent: SendCounts & { at: number };
+  /** The billing sums at the last entry. */
+  private readonly spentBilled = noBilling();
 
   constructor(
     private readonly journal: { append(entry: Entry): unknown },
     private readonly sent: SendCounts,
     private readonly started: number,
+    private readonly billed: BillingSums = noBilling(),
   ) {
     // Elapsed time on the monotonic clock: a wall clock stepped back never makes a run's seconds negative.
     this.spent = { at: performance.now(), requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
@@ -38,7 +42,9 @@ export class SpendingJournal {
       rate_limited: sent.rateLimited - spent.rateLimited,
       overloaded: sent.overloaded - spent.overloaded,
       wasted_input_tokens: sent.wastedInput - spent.wastedInput,
+      ...(this.billed.requests > this.spentBilled.requests ? { billing: addSums({ ...this.billed }, this.spentBilled, -1) } : {}),
     });
     Object.assign(spent, { at: now, ...sent });
+    Object.assign(this.spentBilled, this.billed);
   }
 }
