@@ -1,7 +1,10 @@
 /**
  * A question's answer depends only on the model, the state and that question
  * (issue 35): not on the other questions of the request, their types, their
- * order or their count. A property over random question sets, through the
+ * order or their count, nor on the requests that run beside it (the engine's
+ * sequences take turns). A property over random question sets (choices of up
+ * to 6 options, lettered, or of 27 to 32, numbered labels of several tokens;
+ * scores of 1 to 10 levels), through the
  * evaluator's public interface (`evaluate`) on the real embedded engine and a
  * generated model, so it holds for whatever the engine does inside a request
  * (one decode per suffix today; several suffixes in one batch tomorrow).
@@ -53,7 +56,11 @@ const noul = fc
 const choice = fc
   .record({
     instructions,
-    options: fc.uniqueArray(fc.string({ minLength: 1, maxLength: 10 }), { minLength: 1, maxLength: 6 }),
+    // Up to 26 options read single-letter labels at one position; beyond, numbered labels of several tokens, each position of the trie read.
+    options: fc.oneof(
+      { weight: 4, arbitrary: fc.uniqueArray(fc.string({ minLength: 1, maxLength: 10 }), { minLength: 1, maxLength: 6 }) },
+      { weight: 1, arbitrary: fc.uniqueArray(fc.string({ minLength: 1, maxLength: 4 }), { minLength: 27, maxLength: 32 }) },
+    ),
     descriptions: fc.array(content, { maxLength: 6 }),
   })
   .map(
@@ -61,7 +68,7 @@ const choice = fc
       withInstructions({ type: "choice", criteria: Object.fromEntries(options.map((o, i) => [o, descriptions[i] ?? null])) }, given),
   );
 const score = fc
-  .record({ instructions, levels: fc.array(text, { minLength: 1, maxLength: 5 }) })
+  .record({ instructions, levels: fc.array(text, { minLength: 1, maxLength: 10 }) })
   .map(({ instructions: given, levels }): Question => withInstructions({ type: "score", criteria: levels }, given));
 
 /** A request's questions: 1 to 6 of random types, under random keys, in random order; the same question may come twice. */
@@ -112,9 +119,15 @@ describe("a question's answer depends only on the model, the state and that ques
         const together = await answers(s, questions);
         // A subset of the same questions, in reverse order.
         const some = Object.fromEntries(subset.reverse().map((key) => [key, questions[key] as Question]));
-        const fewer = subset.length ? await answers(s, some) : {};
-        for (const [key, question] of Object.entries(questions)) {
-          const alone = (await answers(s, { [key]: question }))[key] as Answer;
+        // Each question alone, all at once and beside the subset: requests that run together share the engine's sequences
+        // and take turns decode by decode, and an answer must not depend on what runs beside it either.
+        const keys = Object.keys(questions);
+        const [fewer, ...single] = await Promise.all([
+          subset.length ? answers(s, some) : Promise.resolve<Record<string, Answer>>({}),
+          ...keys.map((key) => answers(s, { [key]: questions[key] as Question })),
+        ]);
+        for (const [i, key] of keys.entries()) {
+          const alone = (single[i] as Record<string, Answer>)[key] as Answer;
           const seen = [together[key] as Answer, ...(key in fewer ? [fewer[key] as Answer] : [])];
           for (const other of seen) {
             const g = gap(alone, other);
