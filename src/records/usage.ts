@@ -6,6 +6,7 @@
  */
 
 import { addSums, noBilling, type BillingSums } from "../api/billing.js";
+import { formatOfRows, recordedPromptFormat } from "../api/prompt-format.js";
 
 /** Rows whose id repeats an earlier row's (runner/output/duplicate-ids.ts counts them). */
 export interface DuplicateIds {
@@ -245,6 +246,8 @@ export interface MergedUsage extends PerRecord {
   totals: UsageSummary;
   /** Each job and model on its own, with its own cost per record and projection. */
   groups: UsageGroup[];
+  /** Set when the summaries' rows were read from more than one prompt format: which, with their rows (`totals.prompt_formats`). */
+  formats?: string;
   /**
    * Said when the summaries are of more than one job or model: a projection
    * of their mix holds only for the same mix, so `projection` is then given
@@ -283,7 +286,11 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
   const totals = emptySummary(first?.model ?? "", first?.price_per_million_input_tokens ?? 0);
   let cost = 0;
   const groups = new Map<string, UsageGroup & { inputTokens: number }>();
+  // Rows by the prompt format they were read from (a summary before formats were named: unknown).
+  const formats: Record<string, number> = {};
   for (const s of summaries) {
+    for (const [format, rows] of Object.entries(s.prompt_formats ?? { [recordedPromptFormat(s.prompt_format)]: s.records.answered }))
+      formats[format] = (formats[format] ?? 0) + rows;
     for (const key of Object.keys(totals.records) as (keyof UsageSummary["records"])[]) totals.records[key] += s.records[key];
     for (const key of Object.keys(totals.requests) as (keyof UsageSummary["requests"])[]) totals.requests[key] += s.requests[key];
     for (const key of Object.keys(totals.tokens) as (keyof UsageSummary["tokens"])[]) totals.tokens[key] += s.tokens[key];
@@ -313,6 +320,9 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
   finish(totals);
   // Summaries may carry different prices: the total is the sum of their costs.
   totals.cost_usd = cost;
+  const format = formatOfRows(formats);
+  if (format) totals.prompt_format = format;
+  if (Object.keys(formats).length > 1) totals.prompt_formats = formats;
   const mixed = groups.size > 1;
   const split = [...groups.values()].map(({ inputTokens, ...group }) => ({
     ...group,
@@ -327,6 +337,7 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
     totals,
     ...overall,
     groups: split,
+    ...(totals.prompt_formats ? { formats: rowCounts(totals.prompt_formats) } : {}),
     ...(mixed
       ? {
           warning: `these summaries are of ${jobs} job${jobs === 1 ? "" : "s"} and ${models} model${models === 1 ? "" : "s"}: their costs per record differ, so each job and model is ${projectRecords === undefined ? "shown" : "projected"} on its own (a projection of their mix would hold only for the same mix)`,
