@@ -35,7 +35,7 @@ export const usageCommand: CommandModule<object, ArgsOf<typeof withUsageOptions>
     }
     const t = merged.totals;
     const lines = [
-      `${merged.files} summaries, model${merged.models.length > 1 ? "s" : ""} ${merged.models.join(", ")}`,
+      `${merged.files} summar${merged.files === 1 ? "y" : "ies"}, model${merged.models.length > 1 ? "s" : ""} ${merged.models.join(", ")}, prompt format ${merged.formats ? `mixed: ${merged.formats}` : (t.prompt_format ?? "unknown")}`,
       `records:   ${t.records.read.toLocaleString("en-US")} read, ${t.records.answered.toLocaleString("en-US")} answered, ${t.records.failed} failed, ${t.records.deduplicated} deduplicated`,
       `requests:  ${t.requests.sent.toLocaleString("en-US")} (${t.requests.retries} retries, ${t.requests.rate_limited} rate-limited)`,
       `tokens:    ${t.tokens.input.toLocaleString("en-US")} input, ${t.tokens.output.toLocaleString("en-US")} output`,

@@ -44,6 +44,12 @@ export interface Evaluation {
   response: EvaluatorResponse;
   /** Per question: the share of the next-token distribution that fell on its labels (local models only). */
   labelMass?: Record<string, number>;
+  /**
+   * The prompt format the answers were read from (`PROMPT_FORMAT` in
+   * prompt.ts for an embedded model; a remote endpoint's as its response
+   * names it, else `endpoint`): recorded with every answer.
+   */
+  promptFormat?: string;
 }
 
 export interface Evaluator {
@@ -76,12 +82,21 @@ export interface Evaluator {
    */
   promptText?(request: EvaluatorRequest): string;
   /**
+   * The name of the prompt format a model's requests are rendered in, when
+   * the evaluator renders them itself (embedded models: `PROMPT_FORMAT`).
+   * Part of every request's hash, beside `promptFingerprint`: a run resumed
+   * under another format asks again. A remote endpoint renders its own and
+   * names it, if at all, in each response (`Evaluation.promptFormat`).
+   */
+  promptFormat?(model: string): string | undefined;
+  /**
    * A fingerprint of how the evaluator renders requests with these questions
-   * into what the model reads (system text, which holds the hints of the
-   * types asked, the state's framing, each unit's block and labels), for
-   * evaluators that render prompts themselves: a release that rewords any of
-   * it changes the fingerprint, and a resumed run asks again what the old
-   * wording answered. A remote endpoint's identity already covers its rendering.
+   * into what the model reads (system text, the state's framing, each unit's
+   * block, reply hint and labels), for evaluators that render prompts
+   * themselves: a release that rewords any of it changes the fingerprint,
+   * and a resumed run asks again what the old wording answered, even when
+   * the format's name was left unchanged. A remote endpoint's identity
+   * already covers its rendering.
    */
   promptFingerprint?(model: string, questions: EvaluatorRequest["questions"]): string;
   /**

@@ -8,7 +8,7 @@ import { MAX_LONGEST_QUESTION_TOKENS, MAX_REQUEST_TOKENS } from "../api/limits.j
 import type { Answer, EvaluatorRequest, ModelMetadata, Question, Usage, ValidationErrorItem } from "../api/schema.js";
 import type { Engine, ScoreTask, Token } from "../engines/engine.js";
 import { ContextTooSmallError, type EvaluateOptions, type Evaluation, type Evaluator } from "./evaluator.js";
-import { renderPrefix, renderQuestion, renderState, renderSystem, systemText, type ChatTemplate, type Segment } from "./prompt.js";
+import { PROMPT_FORMAT, renderPrefix, renderQuestion, renderState, renderSystem, type ChatTemplate, type Segment } from "./prompt.js";
 import { labelDistribution, labelMass } from "./readout.js";
 import { joinUnits, kindOf, unitsOf } from "../questions/index.js";
 
@@ -29,7 +29,7 @@ export interface LocalModelConfig {
 /** A request turned into tokens: what the engine evaluates and what it will cost. */
 export interface PreparedRequest {
   prefix: Token[];
-  /** Leading tokens of `prefix` every request asking the same types shares (the system text). */
+  /** Leading tokens of `prefix` every request shares (the system text). */
   shared: number;
   /** The units asked (each question of a distribution type, each part of one with parts), and their questions. */
   names: string[];
@@ -45,8 +45,8 @@ const LARGE_STATE_BYTES = 256 * 1024;
 
 export class LocalEvaluator implements Evaluator {
   private readonly terminator: Token[];
-  /** The system text's tokens per text (one per set of types asked: a job has one), so each is tokenized once. */
-  private readonly heads = new Map<string, Token[]>();
+  /** The system text's tokens: the same for every request, tokenized once. */
+  private readonly head: Token[];
   /** Requests already tokenized (by `estimateInputTokens`), so `evaluate` does not tokenize twice. */
   private readonly prepared = new WeakMap<EvaluatorRequest, PreparedRequest>();
 
@@ -55,19 +55,7 @@ export class LocalEvaluator implements Evaluator {
     private readonly config: LocalModelConfig,
   ) {
     this.terminator = engine.tokenize(config.template.endOfTurn, true);
-  }
-
-  /** The system text's tokens for a request's questions. */
-  private head(questions: EvaluatorRequest["questions"]): Token[] {
-    const text = systemText(questions);
-    let tokens = this.heads.get(text);
-    if (!tokens) {
-      tokens = this.tokens(renderSystem(this.config.template, questions));
-      // A server sees few sets of types; a bound keeps a stream of odd requests from growing this without end.
-      if (this.heads.size >= 64) this.heads.clear();
-      this.heads.set(text, tokens);
-    }
-    return tokens;
+    this.head = this.tokens(renderSystem(config.template));
   }
 
   models(): ModelMetadata[] {
@@ -105,8 +93,12 @@ export class LocalEvaluator implements Evaluator {
 
   promptText(request: EvaluatorRequest): string {
     const text = (segments: readonly Segment[]) => segments.map((s) => s.text).join("");
-    const prefix = renderPrefix(this.config.template, request.state, request.questions);
-    const parts = [`=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`, text(prefix)];
+    const prefix = renderPrefix(this.config.template, request.state);
+    const parts = [
+      `=== prompt format ${PROMPT_FORMAT} (recorded with every answer) ===`,
+      `=== prefix: computed once per request (${this.tokens(prefix).length} tokens) ===`,
+      text(prefix),
+    ];
     for (const [name, { question }] of unitsOf(request.questions)) {
       const rendered = renderQuestion(this.config.template, question);
       parts.push(
@@ -117,10 +109,13 @@ export class LocalEvaluator implements Evaluator {
     return `${parts.join("\n")}\n`;
   }
 
+  promptFormat(): string {
+    return PROMPT_FORMAT;
+  }
+
   promptFingerprint(_model: string, questions: EvaluatorRequest["questions"]): string {
     const text = (segments: readonly Segment[]) => segments.map((s) => `${s.control ? "C" : "T"}${s.text}`).join("\u0000");
-    // The system text holds the hints of the types asked, so it is rendered for these questions.
-    const hash = createHash("sha256").update(text(renderSystem(this.config.template, questions)));
+    const hash = createHash("sha256").update(text(renderSystem(this.config.template)));
     // The state's framing, by two probes: text and structured data.
     hash.update(text(renderState("probe"))).update(text(renderState({ probe: [1, "x"] })));
     for (const { question } of unitsOf(questions).values()) {
@@ -142,7 +137,7 @@ export class LocalEvaluator implements Evaluator {
 
   /** Tokenizes a request and checks it against the token limits; no model evaluation. */
   prepare(request: EvaluatorRequest): PreparedRequest {
-    const head = this.head(request.questions);
+    const head = this.head;
     const state = renderState(request.state);
     this.refuseBeyondWindow(state);
     const prefix = [...head, ...this.tokens(state)];
@@ -247,6 +242,7 @@ export class LocalEvaluator implements Evaluator {
         usage: prepared.usage,
       },
       labelMass: Object.fromEntries(masses),
+      promptFormat: PROMPT_FORMAT,
     };
   }
 

@@ -18,6 +18,7 @@ import { registerSecret, scrub } from "../logging/secrets.js";
 import type { EvaluateOptions, Evaluation, Evaluator, FirstContactOptions } from "./evaluator.js";
 import { renderPrefix, renderQuestion, TEMPLATES, type ChatTemplate, type Segment } from "./prompt.js";
 import { unitsOf } from "../questions/index.js";
+import { declaredPromptFormat, PROMPT_FORMAT_HEADER } from "../api/prompt-format.js";
 
 export interface RemoteOptions {
   /** Base URL, without `/v1/systemone`. */
@@ -45,7 +46,7 @@ const USER_AGENT = "typed-eval/0.1 (remote evaluator)";
 export const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** The outcome of one attempt: a response, or an error and whether to retry it. */
-type Attempt = { ok: true; response: SystemOneResponse } | { ok: false; error: TypedEvalError; retry: boolean; headers?: HeaderSource };
+type Attempt = { ok: true; response: SystemOneResponse; promptFormat: string } | { ok: false; error: TypedEvalError; retry: boolean; headers?: HeaderSource };
 
 interface Reply {
   status: number;
@@ -366,7 +367,8 @@ export class RemoteEvaluator implements Evaluator {
       const error = new UpstreamUnavailableError(`${this.endpoint} answered with an invalid response: ${scrub(problems.slice(0, 5).join("; "))}`);
       return { ok: false, error, retry: true };
     }
-    return { ok: true, response: shape.value };
+    // The endpoint renders the prompt: its format is what it names (a typed-eval server names its own), else unnamed.
+    return { ok: true, response: shape.value, promptFormat: declaredPromptFormat(res.headers.get(PROMPT_FORMAT_HEADER)) };
   }
 
   /** An address that answers, but not as the System One API: the message quotes a little of what it said (scrubbed: a store echoes the key). */
@@ -419,7 +421,7 @@ export class RemoteEvaluator implements Evaluator {
     const first = options.retryCount ?? 0;
     for (let attempt = 0; ; attempt++) {
       const result = await this.attempt(request, first + attempt, options);
-      if (result.ok) return { response: result.response };
+      if (result.ok) return { response: result.response, promptFormat: result.promptFormat };
       if (options.once || !result.retry || attempt >= this.policy.maxRetries) throw result.error;
       await wait(retryDelayMs(attempt, result.headers, this.policy, this.options.random), options.signal);
     }
@@ -440,7 +442,7 @@ export class RemoteEvaluator implements Evaluator {
 export function embeddedRenderingChars(request: EvaluatorRequest): number {
   const template = TEMPLATES["chatml"] as ChatTemplate;
   const chars = (segments: readonly Segment[]) => segments.reduce((sum, s) => sum + s.text.length, 0);
-  let total = chars(renderPrefix(template, request.state, request.questions));
+  let total = chars(renderPrefix(template, request.state));
   for (const { question } of unitsOf(request.questions).values()) total += chars(renderQuestion(template, question).suffix);
   return total;
 }

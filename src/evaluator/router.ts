@@ -97,6 +97,10 @@ export class ModelRouter implements ModelSet {
     return evaluator.promptText(request);
   }
 
+  promptFormat(model: string): string | undefined {
+    return this.route(model).promptFormat?.(model);
+  }
+
   promptFingerprint(model: string, questions: EvaluatorRequest["questions"]): string {
     return this.route(model).promptFingerprint?.(model, questions) ?? "";
   }

@@ -36,6 +36,8 @@ export interface AnswerRow {
   record?: Record<string, unknown>;
   /** The model the row names, when it does. */
   model?: string;
+  /** The prompt format the row names, when it does (rows written before formats were named do not). */
+  promptFormat?: string;
 }
 
 export class QualityInputError extends InvocationError {
@@ -189,6 +191,7 @@ export async function readAnswers(
         if (id === undefined || id === null || id === "") throw new QualityInputError(`${where}: no id`);
         const row: AnswerRow = { id: String(id), line: item.line, dist: new Map(), record };
         if (typeof record["model"] === "string" && record["model"] !== "") row.model = record["model"];
+        if (typeof record["prompt_format"] === "string" && record["prompt_format"] !== "") row.promptFormat = record["prompt_format"];
         if (flat) {
           for (const q of questions) {
             if (!(`${q.name}.${q.type}` in record))

@@ -256,8 +256,9 @@ export interface Joined {
   hadRaw: boolean;
   /** Gold ids by gold row (what `Rows.ref` points at). */
   goldIds: string[];
-  /** The model the first answers row names. */
+  /** The model and prompt format the first answers row names. */
   model?: string | undefined;
+  promptFormat?: string | undefined;
   /** Per question, the top-label confidence of every answer row (not only those with gold): what the gold is a sample of. */
   confidence: Map<string, ConfidenceCounts>;
 }
@@ -286,10 +287,12 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
   const counts: Assessment["rows"] = { answers: 0, gold: gold.lines.length, matched: 0, gold_only: 0, answers_only: 0 };
   let hadRaw = false;
   let model: string | undefined;
+  let promptFormat: string | undefined;
   const nq = questions.length;
   for await (const row of await readAnswers(answersPath, { questions })) {
     counts.answers++;
     model ??= row.model;
+    promptFormat ??= row.promptFormat;
     for (const q of questions) confidence.get(q.name)!.add((options.raw && row.raw?.get(q.name)) || (row.dist.get(q.name) as number[]));
     const g = gold.rows.get(row.id);
     if (g === undefined) {
@@ -313,7 +316,7 @@ export async function joinGold(answersPath: string, goldPath: string, options: J
     });
   }
   const goldOnly = unmatchedGold(gold, matched, counts, answersPath, options.allowUnmatched);
-  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model, confidence };
+  return { questions, rows, counts, goldOnly, ignored: gold.ignored, hadRaw, goldIds: [...gold.rows.keys()], model, promptFormat, confidence };
 }
 
 /** The gold ids no answer matched (the first ten, all counted); refused when none matched, or some did not without --allow-unmatched. */
@@ -392,7 +395,7 @@ export async function assess(
   const provenance = provenanceOf(
     usage,
     usagePath,
-    { sawRaw: joined.hadRaw, rowModel: joined.model },
+    { sawRaw: joined.hadRaw, rowModel: joined.model, rowPromptFormat: joined.promptFormat },
     { answers: answersPath, gold: goldPath, job: options.job },
   );
   const raw = !!options.raw && joined.hadRaw;

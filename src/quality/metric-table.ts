@@ -686,6 +686,7 @@ export interface Evidence {
   agreement: { accuracy: number; interval: readonly [number, number]; commonest: number };
   /** `inSample`: the gold rows are mostly those the calibration the answers carry was fitted on. */
   calibration: { ece: number; noiseP95: number; debiased: readonly [number, number]; inSample: boolean };
+  /** modelChanged: the earlier run was answered by another model, or read from prompts of another format. */
   drift: { psi: number; agreement: number | undefined; modelChanged: boolean };
   /** The estimated share of wrong gold labels and its 95% interval. */
   suspects: { noise: number; interval: readonly [number, number] };
@@ -731,7 +732,7 @@ export const VERDICT_COLUMNS: { [K in ColumnKey]: VerdictColumn<K> } = {
   drift: {
     key: "drift",
     label: "drift",
-    rule: `Against the earlier run (--compare). act: PSI ${PSI_ACT} or more; look: PSI ${PSI_LOOK} or more, agreement with the earlier run under ${share(L.agreementLook)}, or another model; ok: otherwise.`,
+    rule: `Against the earlier run (--compare). act: PSI ${PSI_ACT} or more; look: PSI ${PSI_LOOK} or more, agreement with the earlier run under ${share(L.agreementLook)}, or another model or prompt format; ok: otherwise.`,
     mark: ({ psi, agreement, modelChanged }) =>
       psi >= PSI_ACT ? "act" : psi >= PSI_LOOK || (agreement !== undefined && agreement < L.agreementLook) || modelChanged ? "look" : "ok",
   },

@@ -82,7 +82,7 @@ export function verdictHtml(v: Verdict): string {
     ["the gold sample", v.sample_rule],
   ];
   const rules = `<dl class="rules">${[...VERDICT_COLUMN_LIST.map((c): [string, string] => [c.label, c.rule]), ...general].map(([dt, dd]) => `<div><dt>${escapeHtml(dt)}</dt><dd>${escapeHtml(dd)}</dd></div>`).join("")}</dl>`;
-  const model = v.model.changed ? `<p class="model changed">${escapeHtml(v.model.text)}</p>` : `<p class="model muted">${escapeHtml(v.model.text)}</p>`;
+  const model = v.model.warn ? `<p class="model changed">${escapeHtml(v.model.text)}</p>` : `<p class="model muted">${escapeHtml(v.model.text)}</p>`;
   const sample = v.sample ? `<p class="model changed sample">${escapeHtml(v.sample)}</p>` : "";
   // An option and its argument stay on one line: "add --compare <earlier answers>" is read, and copied, whole.
   const sentence = escapeHtml(v.sentence).replace(/--[a-z-]+(?: &lt;[^&]*&gt;)?/g, (option) => `<span class="nowrap">${option}</span>`);

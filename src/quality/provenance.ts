@@ -11,6 +11,7 @@ import { findKind, kindOf, unitsOf } from "../questions/index.js";
 import { loadJob, type Job } from "../records/job.js";
 import { isSummary, type UsageSummary } from "../records/usage.js";
 import { describeIdentity } from "../evaluator/evaluator.js";
+import { ENDPOINT_PROMPT_FORMAT, MIXED_PROMPT_FORMATS, recordedPromptFormat, UNKNOWN_PROMPT_FORMAT } from "../api/prompt-format.js";
 import { escapeHtml, displayPath } from "./html.js";
 import { num } from "./numbers.js";
 
@@ -22,6 +23,8 @@ export interface Provenance {
   model?: string | undefined;
   /** What stood behind the model name (weights, template, endpoint), from the usage summary. */
   model_identity?: string | undefined;
+  /** The prompt format the answers were read from (usage summary, else the rows; `unknown` when neither names one). */
+  prompt_format: string;
   /** When the run started (its last invocation), from the usage summary. */
   run_started?: string | undefined;
   calibration: {
@@ -113,16 +116,19 @@ export function fillLevels(
   }
 }
 
-/** Provenance of answers: `usage` is the run's summary (if any), `sawRaw` whether rows carried raw probabilities, `rowModel` the model a row named. */
-export function provenanceOf(
-  usage: UsageSummary | undefined,
-  usagePath: string,
-  seen: { sawRaw: boolean; rowModel?: string | undefined },
-  files: Partial<Record<FileRole, string | undefined>>,
-): Provenance {
+/** What the rows of answers said beside their answers: whether they carried raw probabilities, the model and prompt format the first named. */
+export interface Seen {
+  sawRaw: boolean;
+  rowModel?: string | undefined;
+  rowPromptFormat?: string | undefined;
+}
+
+/** Provenance of answers: `usage` is the run's summary (if any), `seen` what the rows said. */
+export function provenanceOf(usage: UsageSummary | undefined, usagePath: string, seen: Seen, files: Partial<Record<FileRole, string | undefined>>): Provenance {
   const out: Provenance = {
     model: usage?.model ?? seen.rowModel,
     model_identity: usage?.model_identity,
+    prompt_format: recordedPromptFormat(usage?.prompt_format ?? seen.rowPromptFormat),
     run_started: usage?.this_run?.started,
     calibration: { state: "none" },
     files: Object.fromEntries(Object.entries(files).filter((e) => e[1] !== undefined)),
@@ -146,6 +152,7 @@ export function provenanceRows(p: Provenance, options: { raw?: boolean } = {}): 
   // The identity as a person names it ("local file model.gguf, 120 MB, chatml"), never the raw array resume compares.
   const behind = p.model_identity ? describeIdentity(p.model_identity) : undefined;
   rows.push(["Model", `${model}${behind && behind !== p.model ? ` <span class="muted">(${escapeHtml(behind)})</span>` : ""}`]);
+  rows.push(["Prompt format", promptFormatHtml(p.prompt_format)]);
   const c = p.calibration;
   let cal: string;
   if (c.state === "none") cal = "none: the model's own probabilities";
@@ -166,6 +173,16 @@ export function provenanceRows(p: Provenance, options: { raw?: boolean } = {}): 
   if (p.run_started) rows.push(["Run started", escapeHtml(p.run_started.replace("T", " ").replace(/\.\d+Z$/, " UTC"))]);
   for (const [role, path] of Object.entries(p.files)) rows.push([ROLE_NAMES[role as FileRole] ?? role, escapeHtml(displayPath(path))]);
   return rows;
+}
+
+/** A recorded prompt format, with what the values that name no one rendering mean. */
+function promptFormatHtml(format: string): string {
+  const why: Record<string, string> = {
+    [UNKNOWN_PROMPT_FORMAT]: "not recorded (answers written before prompt formats were named)",
+    [ENDPOINT_PROMPT_FORMAT]: "rendered by the remote endpoint, which does not name its format",
+    [MIXED_PROMPT_FORMATS]: "the rows were read from more than one format (see the usage summary)",
+  };
+  return why[format] ? `${escapeHtml(format)} <span class="muted">(${why[format]})</span>` : escapeHtml(format);
 }
 
 /** "temperature 1.94", "platt (temperature 1.21, per-option bias)", "batch": a method said once. */

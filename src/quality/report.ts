@@ -14,7 +14,8 @@ import type { UsageSummary } from "../records/usage.js";
 import { readAnswers, type QuestionInfo } from "./answers.js";
 
 export { displayLabels } from "./answers.js";
-import { fillLevels, provenanceOf, readUsage, type Provenance } from "./provenance.js";
+import { fillLevels, provenanceOf, readUsage, type Provenance, type Seen } from "./provenance.js";
+import { recordedPromptFormat } from "../api/prompt-format.js";
 import { displayPath, escapeHtml, table } from "./html.js";
 import { num, pct, plural, tally } from "./numbers.js";
 import { noiseText, type SuspectSummary } from "./suspects.js";
@@ -82,6 +83,8 @@ export interface RunReport {
     /** The earlier run's model and what stood behind it (its usage summary, else its rows). */
     model?: string | undefined;
     model_identity?: string | undefined;
+    /** The earlier run's prompt format (its usage summary, else its rows; `unknown` when neither names one). */
+    prompt_format: string;
     shifts: Shift[];
   };
   /** Model, calibration and files: what the report is about. */
@@ -132,8 +135,9 @@ interface Earlier {
   /** Per question, the value histogram (noul and score; empty for a choice). */
   values: number[][];
   rows: number;
-  /** The model the first row names. */
+  /** The model and prompt format the first row names. */
   rowModel?: string | undefined;
+  rowPromptFormat?: string | undefined;
 }
 
 async function readEarlier(path: string, questions: QuestionInfo[] | undefined): Promise<Earlier> {
@@ -145,6 +149,7 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
   let mass: Earlier["mass"] = [];
   let values: number[][] = [];
   let rowModel: string | undefined;
+  let rowPromptFormat: string | undefined;
   for await (const row of await readAnswers(path, { questions, onQuestions: (q) => (found = q), secondary: true })) {
     const qs = found as QuestionInfo[];
     if (counts.length === 0) {
@@ -153,6 +158,7 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
       mass = qs.map(() => ({ sum: 0, rows: 0 }));
       values = qs.map((q) => (kindOf(q).value ? new Array<number>(BINS).fill(0) : []));
       rowModel = row.model;
+      rowPromptFormat = row.promptFormat;
     }
     const r = ids.size;
     if ((r + 1) * qs.length > labels.length) {
@@ -176,7 +182,7 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
     });
     ids.set(row.id, r);
   }
-  return { questions: found ?? [], ids, labels, counts, psi, mass, values, rows: ids.size, rowModel };
+  return { questions: found ?? [], ids, labels, counts, psi, mass, values, rows: ids.size, rowModel, rowPromptFormat };
 }
 
 /** Population stability index between two share vectors; an empty bin counts as PSI_EPSILON, so PSI stays finite. */
@@ -302,7 +308,7 @@ export interface ReportOptions {
 }
 
 /** A report with what the files beside the answers say: the errors, the usage summary, and from them the provenance. */
-async function withSidecars(report: RunReport, options: ReportOptions, seen: { sawRaw: boolean; rowModel?: string | undefined }): Promise<RunReport> {
+async function withSidecars(report: RunReport, options: ReportOptions, seen: Seen): Promise<RunReport> {
   const answersPath = report.answers;
   const errorsPath = options.errors ?? `${answersPath}.errors.jsonl`;
   if (existsSync(errorsPath)) report.errors = await readErrors(errorsPath);
@@ -324,7 +330,7 @@ export async function runReport(answersPath: string, options: ReportOptions): Pr
   const shared: Shared = { agree: [], flipped: [], flips: [], n: 0 };
   let rows = 0;
   let psiNow: number[][] = [];
-  const seen: { sawRaw: boolean; rowModel?: string | undefined } = { sawRaw: false };
+  const seen: Seen = { sawRaw: false };
   for await (const row of await readAnswers(answersPath, { questions, onQuestions: (q) => (questions = q) })) {
     const qs = questions as QuestionInfo[];
     if (stats.length === 0) {
@@ -332,6 +338,7 @@ export async function runReport(answersPath: string, options: ReportOptions): Pr
       Object.assign(shared, { agree: qs.map(() => 0), flipped: qs.map(() => 0), flips: qs.map(() => []) });
       psiNow = qs.map((q) => new Array<number>(psiBinCount(q)).fill(0));
       seen.rowModel = row.model;
+      seen.rowPromptFormat = row.promptFormat;
     }
     if (row.raw) seen.sawRaw = true;
     rows++;
@@ -358,6 +365,7 @@ export async function runReport(answersPath: string, options: ReportOptions): Pr
       rows: earlier.rows,
       model: earlierUsage?.model ?? earlier.rowModel,
       model_identity: earlierUsage?.model_identity,
+      prompt_format: recordedPromptFormat(earlierUsage?.prompt_format ?? earlier.rowPromptFormat),
       shifts: stats.map((s, j) => shiftOf(s, j, qs[j] as QuestionInfo, earlier, shared, psiNow[j] ?? [])),
     };
   }

@@ -9,6 +9,7 @@
  */
 import type { QuestionType } from "../api/schema.js";
 import { describeIdentity } from "../evaluator/evaluator.js";
+import { ENDPOINT_PROMPT_FORMAT, MIXED_PROMPT_FORMATS, namesPromptFormat, promptFormatChanged, UNKNOWN_PROMPT_FORMAT } from "../api/prompt-format.js";
 import type { Assessment, QuestionAssessment } from "./assess.js";
 import { type Breach, breaches, type Condition, conditionKey, type GateSubject } from "./gate.js";
 import {
@@ -61,6 +62,10 @@ export interface ModelFacts {
   earlier?: string | undefined;
   /** true: the earlier run was answered by another model (or other weights or endpoint); null: cannot tell. */
   changed: boolean | null;
+  /** The prompt formats of both runs (`unknown` when not recorded); changed: true or false when both are named, else null. */
+  prompt_format: { now: string; earlier?: string | undefined; changed: boolean | null };
+  /** Whether the text warns that what moved may not be the data (another model, another prompt format, or one that may be). */
+  warn: boolean;
   text: string;
 }
 
@@ -108,11 +113,48 @@ function modelName(model: string | undefined, identity: string | undefined): str
   return [model, behind && behind !== model ? behind : undefined].filter(Boolean).join(": ");
 }
 
-/** This run's model and the earlier run's, and whether they differ (identities when both are known, else model ids). */
-export function modelFacts(
-  now: { model?: string | undefined; identity?: string | undefined },
-  earlier?: { model?: string | undefined; identity?: string | undefined },
-): ModelFacts {
+/** What a run's answers came from: its model, what stood behind it, its prompt format (`unknown` when not recorded). */
+interface AnsweredBy {
+  model?: string | undefined;
+  identity?: string | undefined;
+  promptFormat?: string | undefined;
+}
+
+/**
+ * This run's prompt format and the earlier run's, named as a model change
+ * is: a change, one that cannot be ruled out (only one run names its
+ * format: runs before formats were named used other prompts), or nothing.
+ */
+function promptFacts(now: string, earlier: string | undefined): { facts: ModelFacts["prompt_format"]; text?: string; warn: boolean } {
+  if (earlier === undefined) return { facts: { now, changed: null }, warn: false };
+  const changed = promptFormatChanged(now, earlier);
+  const facts = { now, earlier, changed };
+  if (changed)
+    return {
+      facts,
+      warn: true,
+      text: `The prompt format changed: the earlier run's answers were read from prompts of format ${earlier}, this one's from ${now}; what moved may be the prompt, not the data.`,
+    };
+  if (changed === null && namesPromptFormat(now) !== namesPromptFormat(earlier)) {
+    const said = (f: string) =>
+      f === UNKNOWN_PROMPT_FORMAT
+        ? "was not recorded"
+        : f === ENDPOINT_PROMPT_FORMAT
+          ? "is the endpoint's own, unnamed"
+          : f === MIXED_PROMPT_FORMATS
+            ? "is mixed (rows of several formats)"
+            : `is ${f}`;
+    return {
+      facts,
+      warn: true,
+      text: `The prompt format may have changed: this run's ${said(now)}, the earlier run's ${said(earlier)}; what moved may be the prompt, not the data.`,
+    };
+  }
+  return { facts, warn: false };
+}
+
+/** This run's model and the earlier run's, and whether they differ (identities when both are known, else model ids); then their prompt formats. */
+export function modelFacts(now: AnsweredBy, earlier?: AnsweredBy): ModelFacts {
   const n = modelName(now.model, now.identity);
   const e = earlier ? modelName(earlier.model, earlier.identity) : undefined;
   let changed: boolean | null = null;
@@ -127,7 +169,15 @@ export function modelFacts(
       : changed === false
         ? `Model: ${n}, the same as the earlier run's.`
         : `Model: ${n ?? "not recorded"}; the earlier run's: ${e ?? "not recorded"} (whether it changed cannot be told).`;
-  return { now: n, earlier: e, changed, text };
+  const prompt = promptFacts(now.promptFormat ?? UNKNOWN_PROMPT_FORMAT, earlier ? (earlier.promptFormat ?? UNKNOWN_PROMPT_FORMAT) : undefined);
+  return {
+    now: n,
+    earlier: e,
+    changed,
+    prompt_format: prompt.facts,
+    warn: changed === true || prompt.warn,
+    text: prompt.text ? `${text} ${prompt.text}` : text,
+  };
 }
 
 function answeredCell(answered: number, failed: number | undefined): VerdictCell {
@@ -209,13 +259,15 @@ function suspectsCell(a: Assessment, q: QuestionAssessment): VerdictCell {
 
 function driftCell(shift: Shift, model: ModelFacts): VerdictCell {
   const agreement = shift.shared > 0 && shift.agreement !== null ? shift.agreement : undefined;
-  const mark = VERDICT_COLUMNS.drift.mark({ psi: shift.psi, agreement, modelChanged: model.changed === true });
+  const modelChanged = model.changed === true || model.prompt_format.changed === true;
+  const mark = VERDICT_COLUMNS.drift.mark({ psi: shift.psi, agreement, modelChanged });
   const parts = [
     `PSI ${num(shift.psi)}`,
     `JS ${num(shift.js_distance)}`,
     agreement === undefined ? "agreement n/a: no id in both runs" : `agreement ${pct(agreement)}`,
   ];
   if (model.changed) parts.push("another model");
+  if (model.prompt_format.changed) parts.push("another prompt format");
   return { mark, text: parts.join(", ") };
 }
 
@@ -297,8 +349,8 @@ export function buildVerdict(inputs: VerdictInputs): Verdict {
   const failed = "failed" in inputs ? inputs.failed : r ? r.failed_rows : a?.failed_rows;
   const provenance = r?.provenance ?? a?.provenance;
   const model = modelFacts(
-    { model: provenance?.model, identity: provenance?.model_identity },
-    r?.compare ? { model: r.compare.model, identity: r.compare.model_identity } : undefined,
+    { model: provenance?.model, identity: provenance?.model_identity, promptFormat: provenance?.prompt_format },
+    r?.compare ? { model: r.compare.model, identity: r.compare.model_identity, promptFormat: r.compare.prompt_format } : undefined,
   );
   const questions: QuestionVerdict[] = questionList(a, r).map(({ name, type }) => {
     const q = a?.questions.find((x) => x.name === name);

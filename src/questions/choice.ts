@@ -75,7 +75,7 @@ export const choice: DistributionKind<ChoiceQuestion, ChoiceAnswer> = {
     return problems;
   },
 
-  replyHint: "the letter or number of one option for a choice",
+  replyHint: "the letter or number of one option",
   defaultInstructions: "Which option fits the data best?",
   prompt(question) {
     const options = Object.keys(question.criteria);

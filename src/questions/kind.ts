@@ -83,7 +83,7 @@ export interface DistributionKind<Q extends { type: string }, A extends { type: 
   /** A distribution type has no parts: it is its own unit. */
   readonly parts?: undefined;
 
-  /** How the model replies to a question of this type, in the system text of every request that asks the type ("the level number for a rating"). */
+  /** How the model replies to a question of this type, said in that question's own text ("Reply with the level number."): never in text another question shares. */
   readonly replyHint: string;
   /** The instructions used when the question gives none. */
   readonly defaultInstructions: string;

@@ -56,7 +56,7 @@ export const noul: DistributionKind<NoulQuestion, NoulAnswer> = {
     return problems;
   },
 
-  replyHint: "Yes or No for a yes/no question",
+  replyHint: "Yes or No",
   defaultInstructions: "Is the following true of the data?",
   prompt(question) {
     const lines: string[] = [];

@@ -112,7 +112,7 @@ export const score: DistributionKind<ScoreQuestion, ScoreAnswer> = {
     return problems;
   },
 
-  replyHint: "the level number for a rating",
+  replyHint: "the level number",
   defaultInstructions: "Which level fits the data best?",
   prompt(question) {
     const labels = levelKeys(question);

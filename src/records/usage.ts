@@ -6,6 +6,7 @@
  */
 
 import { addSums, noBilling, type BillingSums } from "../api/billing.js";
+import { formatOfRows, recordedPromptFormat } from "../api/prompt-format.js";
 
 /** Rows whose id repeats an earlier row's (runner/output/duplicate-ids.ts counts them). */
 export interface DuplicateIds {
@@ -48,6 +49,14 @@ export interface UsageSummary {
   requested_model?: string;
   /** What stands behind the model name (weights, template, endpoint): calibrations are fitted for one identity. */
   model_identity?: string;
+  /**
+   * The prompt format the rows were read from (`src/api/prompt-format.ts`):
+   * the embedded model's (`typed-eval/3`), a remote endpoint's as it names
+   * it, else `endpoint`; `mixed` when the rows hold several (`prompt_formats`
+   * counts them). A summary without it reads as `unknown`.
+   */
+  prompt_format?: string;
+  prompt_formats?: Record<string, number>;
   price_per_million_input_tokens: number;
   records: {
     read: number;
@@ -177,17 +186,26 @@ export function describe(s: UsageSummary): string {
   // A run that wrote no outputs names the models of its own answers.
   const by = s.answered_by ?? s.this_run?.answered_by;
   const models = by && Object.keys(by).length > 1 ? [describeModels(by)] : [];
+  if (s.prompt_formats) models.push(describeFormats(s.prompt_formats));
   const aside =
     s.set_aside && s.set_aside.other_versions + s.set_aside.not_in_input + (s.set_aside.not_selected ?? 0) > 0 ? [describeSetAside(s.set_aside)] : [];
   return [head, ...models, ...repeats, ...aside, ...(now ? [now] : []), all].join("\n");
 }
 
+/** "a (3), b (1,200)": rows counted by what they came from. */
+const rowCounts = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([name, rows]) => `${name} (${rows.toLocaleString("en-US")})`)
+    .join(", ");
+
 /** One line for people: the rows came from more than one model, and how many from each. */
 export function describeModels(answeredBy: Record<string, number>): string {
-  const each = Object.entries(answeredBy)
-    .map(([model, rows]) => `${model} (${rows.toLocaleString("en-US")})`)
-    .join(", ");
-  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${each}; the endpoint's model changed during this run or since an earlier run of this output`;
+  return `warning: the rows were answered by ${Object.keys(answeredBy).length} models: ${rowCounts(answeredBy)}; the endpoint's model changed during this run or since an earlier run of this output`;
+}
+
+/** One line for people: the rows were read from more than one prompt format, and how many from each. */
+function describeFormats(formats: Record<string, number>): string {
+  return `warning: the rows were read from ${Object.keys(formats).length} prompt formats: ${rowCounts(formats)}; the endpoint's prompt changed during this run or since an earlier run of this output`;
 }
 
 /** One line for people: journal entries that no record of the input asks for now. */
@@ -228,6 +246,8 @@ export interface MergedUsage extends PerRecord {
   totals: UsageSummary;
   /** Each job and model on its own, with its own cost per record and projection. */
   groups: UsageGroup[];
+  /** Set when the summaries' rows were read from more than one prompt format: which, with their rows (`totals.prompt_formats`). */
+  formats?: string;
   /**
    * Said when the summaries are of more than one job or model: a projection
    * of their mix holds only for the same mix, so `projection` is then given
@@ -266,7 +286,11 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
   const totals = emptySummary(first?.model ?? "", first?.price_per_million_input_tokens ?? 0);
   let cost = 0;
   const groups = new Map<string, UsageGroup & { inputTokens: number }>();
+  // Rows by the prompt format they were read from (a summary before formats were named: unknown).
+  const formats: Record<string, number> = {};
   for (const s of summaries) {
+    for (const [format, rows] of Object.entries(s.prompt_formats ?? { [recordedPromptFormat(s.prompt_format)]: s.records.answered }))
+      formats[format] = (formats[format] ?? 0) + rows;
     for (const key of Object.keys(totals.records) as (keyof UsageSummary["records"])[]) totals.records[key] += s.records[key];
     for (const key of Object.keys(totals.requests) as (keyof UsageSummary["requests"])[]) totals.requests[key] += s.requests[key];
     for (const key of Object.keys(totals.tokens) as (keyof UsageSummary["tokens"])[]) totals.tokens[key] += s.tokens[key];
@@ -296,6 +320,9 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
   finish(totals);
   // Summaries may carry different prices: the total is the sum of their costs.
   totals.cost_usd = cost;
+  const format = formatOfRows(formats);
+  if (format) totals.prompt_format = format;
+  if (Object.keys(formats).length > 1) totals.prompt_formats = formats;
   const mixed = groups.size > 1;
   const split = [...groups.values()].map(({ inputTokens, ...group }) => ({
     ...group,
@@ -310,6 +337,7 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
     totals,
     ...overall,
     groups: split,
+    ...(totals.prompt_formats ? { formats: rowCounts(totals.prompt_formats) } : {}),
     ...(mixed
       ? {
           warning: `these summaries are of ${jobs} job${jobs === 1 ? "" : "s"} and ${models} model${models === 1 ? "" : "s"}: their costs per record differ, so each job and model is ${projectRecords === undefined ? "shown" : "projected"} on its own (a projection of their mix would hold only for the same mix)`,

@@ -293,7 +293,7 @@ class AnswerStage {
         { status: outcome.status, type: outcome.error, message: `line ${item.line}: ${outcome.message}` },
         copyOf === undefined,
       );
-    const { response, labelMass } = outcome.evaluation;
+    const { response, labelMass, promptFormat } = outcome.evaluation;
     const entry: AnswerEntry = {
       k: "answer",
       seq: item.seq,
@@ -303,6 +303,7 @@ class AnswerStage {
       h,
       ...(asking.keep ? { keep: asking.keep } : {}),
       model: response.model,
+      ...(promptFormat ? { prompt_format: promptFormat } : {}),
       answers: response.answers,
       usage: response.usage,
       ...(labelMass ? { label_mass: labelMass } : {}),

@@ -21,6 +21,7 @@ import type { Job } from "../records/job.js";
 import { prepareItem, type Shard } from "./input/requests.js";
 import type { Source } from "../records/source.js";
 import { costOf, isSummary } from "../records/usage.js";
+import { MIXED_PROMPT_FORMATS, recordedPromptFormat } from "../api/prompt-format.js";
 
 export interface Estimate {
   records: number;
@@ -50,6 +51,8 @@ export interface Projection {
   perRequest?: number;
   /** Summaries billed by another endpoint or model than this estimate's: their framing may differ. */
   others: string[];
+  /** When the summaries projected from name more than one prompt format (or one is mixed): each file with its format. */
+  formats?: string[];
 }
 
 export interface EstimateOptions {
@@ -188,6 +191,11 @@ function notCounted(e: Estimate): string[] {
     lines.push(
       `                note: ${others.join(", ")} ${others.length === 1 ? "was" : "were"} billed by another endpoint or model: its framing may differ`,
     );
+  const formats = e.projection?.formats;
+  if (formats)
+    lines.push(
+      `                note: the summaries' answers were read from prompts of more than one format (${formats.join(", ")}): the endpoint's framing changed, and the projection mixes both; name only summaries since the change`,
+    );
   return lines;
 }
 
@@ -205,12 +213,14 @@ export function readProjection(files: readonly string[], own: string | undefined
   const used: string[] = [];
   const billed: string[] = [];
   const others: string[] = [];
+  const formats = new Map<string, string>();
   for (const path of paths) {
     const json = readJsonFile(path, "usage summary");
     if (!isSummary(json)) throw new InvocationError(`--from-usage: ${path} is not a typed-eval usage summary (a run's <output>.usage.json)`);
     const answered = json.records.answered - json.records.deduplicated;
     if (answered <= 0 && !json.billing) continue;
     used.push(path);
+    formats.set(path, recordedPromptFormat(json.prompt_format));
     if (json.model_identity !== undefined && json.model_identity !== identity) others.push(path);
     if (json.billing) {
       addSums(billing, json.billing);
@@ -223,6 +233,13 @@ export function readProjection(files: readonly string[], own: string | undefined
   if (used.length === 0) return undefined;
   const rates = billingRates(billing);
   // Summaries with billing figures are what the rates come from; the others' per-answer figure would only blur them.
-  if (rates) return { files: billed, rates, others: others.filter((o) => billed.includes(o)) };
-  return paid > 0 ? { files: used, perRequest: tokens / paid, others } : undefined;
+  if (rates) return { files: billed, rates, others: others.filter((o) => billed.includes(o)), ...formatsOf(billed, formats) };
+  return paid > 0 ? { files: used, perRequest: tokens / paid, others, ...formatsOf(used, formats) } : undefined;
+}
+
+/** The files' prompt formats, when they are not all one named format: the endpoint's framing then changed between (or within) them. */
+function formatsOf(files: readonly string[], formats: ReadonlyMap<string, string>): Pick<Projection, "formats"> {
+  const named = new Set(files.map((f) => formats.get(f)));
+  if (named.size <= 1 && !named.has(MIXED_PROMPT_FORMATS)) return {};
+  return { formats: files.map((f) => `${f}: ${formats.get(f)}`) };
 }

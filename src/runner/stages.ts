@@ -64,10 +64,12 @@ export interface StagesOutcome extends Ending {
 /** The journal, answer and write stages: every record answered once into the journal, then the outputs from it, then the summaries. */
 export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
   const identity = options.evaluator.identity(options.job.model);
-  // What decides an answer: the model's identity and how the evaluator renders these questions (the request carries the rest).
+  // What decides an answer: the model's identity, the prompt format's name and how the evaluator renders these questions
+  // (the request carries the rest). An entry of another format is set aside, never written.
+  const format = options.evaluator.promptFormat?.(options.job.model);
   const fingerprint = options.evaluator.promptFingerprint?.(options.job.model, options.job.questions);
-  // Without one (a remote endpoint: its identity covers its rendering) the hash is what it was: journals resume across releases.
-  const requestIdentity = fingerprint ? `${identity}\n${fingerprint}` : identity;
+  // Without them (a remote endpoint: its identity covers its rendering) the hash is what it was: journals resume across releases.
+  const requestIdentity = [identity, ...(format ? [`prompt ${format}`] : []), ...(fingerprint ? [fingerprint] : [])].join("\n");
   let opened: Awaited<ReturnType<OpenJournal>>;
   try {
     opened = await (options.openJournal ?? Journal.open)(options.journalPath, {
@@ -258,6 +260,7 @@ function summaryBase(
     jobName: options.jobName,
     identity,
     model: options.evaluator.versionedId?.(options.job.model),
+    promptFormat: options.evaluator.promptFormat?.(options.job.model),
     price: options.pricePerMillion,
     input: options.source.name,
     output: options.answers.target.describe,

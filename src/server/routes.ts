@@ -9,6 +9,7 @@ import { buildOpenAPIDocument } from "../api/openapi.js";
 import type { EvaluatorResponse, ModelMetadataList, SystemOneRequest, SystemOneResponse } from "../api/schema.js";
 import { validateRequest } from "../api/validate.js";
 import type { ModelSet } from "../evaluator/evaluator.js";
+import { namesPromptFormat, PROMPT_FORMAT_HEADER } from "../api/prompt-format.js";
 import type { Account, Accounts } from "./accounts.js";
 import { authPlugin } from "./auth.js";
 import type { ServerMetrics } from "./metrics.js";
@@ -82,11 +83,13 @@ async function answer(app: FastifyInstance, options: RoutesOptions, request: Fas
   let used: number | undefined;
   try {
     const retry = request.info.retryCount ? { retryCount: Number(request.info.retryCount) || 0 } : {};
-    const { response, labelMass } = await options.evaluator.evaluate(body, { signal: abort.signal, ...retry });
+    const { response, labelMass, promptFormat } = await options.evaluator.evaluate(body, { signal: abort.signal, ...retry });
     used = response.usage.input_tokens;
     request.info.inputTokens = used;
     options.metrics.inputTokens.inc({ model: response.model }, used);
     options.metrics.outputTokens.inc({ model: response.model }, response.usage.output_tokens);
+    // The wire has no field for it: a client that records provenance (typed-eval's remote evaluator) reads the header.
+    if (promptFormat && namesPromptFormat(promptFormat)) reply.header(PROMPT_FORMAT_HEADER, promptFormat);
     return reply.send(wantsLabelMass(request) ? withLabelMass(response, labelMass) : response);
   } catch (error) {
     // An upstream that refuses this server's own credentials is a gateway failure, not the caller's.

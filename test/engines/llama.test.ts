@@ -5,7 +5,7 @@ import { responseViolations } from "../../src/api/consistency.js";
 import type { SystemOneRequest } from "../../src/api/schema.js";
 import { chunkSizes, keptTokens, LlamaEngine, prefixChunks } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
-import { detectTemplate, renderPrefix, renderQuestion } from "../../src/evaluator/prompt.js";
+import { detectTemplate, renderPrefix, renderQuestion, TEMPLATES, type ChatTemplate } from "../../src/evaluator/prompt.js";
 import { generatedModel, TINY_QWEN_VOCAB } from "../support/models.js";
 
 let engine: LlamaEngine;
@@ -56,7 +56,7 @@ describe("LlamaEngine with Qwen3's vocabulary", () => {
       },
     };
     const template = detectTemplate(engine.chatTemplate);
-    const prefix = renderPrefix(template, request.state, request.questions).reduce((sum, s) => sum + jsCount(s.text), 0);
+    const prefix = renderPrefix(template, request.state).reduce((sum, s) => sum + jsCount(s.text), 0);
     const suffixes = Object.values(request.questions).map((q) => renderQuestion(template, q).suffix.reduce((sum, s) => sum + jsCount(s.text), 0));
     const { response } = await evaluator.evaluate(request);
     expect(response.usage.input_tokens).toBe(prefix + suffixes.reduce((a, b) => a + b, 0));
@@ -146,25 +146,26 @@ describe("prefixChunks and keptTokens", () => {
     expect(keptTokens(undefined, longer, prefixChunks(12, 4, 3))).toBe(0);
   });
 
-  it("gives a tie to the sequence released longest ago: two alternating question sets keep a system text each", async () => {
+  it("gives a tie to the sequence released longest ago: two alternating system texts keep a sequence each", async () => {
     const two = await LlamaEngine.load({ modelPath: generatedModel(TINY_QWEN_VOCAB), contextSize: 2048, sequences: 2 });
-    const local = new LocalEvaluator(two, { id: "q-1.0.0", temperature: 1, template: detectTemplate(two.chatTemplate), metadata: [] });
+    // Two templates: two system texts (every request of one evaluator shares its own).
+    const [chatml, plain] = (["chatml", "plain"] as const).map(
+      (name) => new LocalEvaluator(two, { id: "q-1.0.0", temperature: 1, template: TEMPLATES[name] as ChatTemplate, metadata: [] }),
+    ) as [LocalEvaluator, LocalEvaluator];
     try {
-      // Each set's system text holds only its types' hints; each request a new state, so only the system text can be kept.
-      const ask = async (i: number, questions: SystemOneRequest["questions"]) => {
+      // Each request a new state, so only the system text can be kept.
+      const ask = async (i: number, local: LocalEvaluator) => {
         const before = two.evaluatedTokens;
-        await local.evaluate({ state: `ticket ${i}: ${texts[i % texts.length]}`, model: "q", questions });
+        await local.evaluate({ state: `ticket ${i}: ${texts[i % texts.length]}`, model: "q", questions: { a: { type: "noul" } } });
         return two.evaluatedTokens - before;
       };
-      const nouls = { a: { type: "noul" as const } };
-      const choices = { b: { type: "choice" as const, criteria: { x: null, y: null } } };
-      const first = [await ask(0, nouls), await ask(1, choices)];
-      const again = [await ask(2, nouls), await ask(3, choices)];
-      // Released last, the other set's sequence would be taken (a tie: neither holds the new request's text) and overwritten.
+      const first = [await ask(0, chatml), await ask(1, plain)];
+      const again = [await ask(2, chatml), await ask(3, plain)];
+      // Released last, the other text's sequence would be taken (a tie: neither holds the new request's text) and overwritten.
       expect(again[0]).toBeLessThan((first[0] as number) - 20);
       expect(again[1]).toBeLessThan((first[1] as number) - 20);
     } finally {
-      await local.close();
+      await two.close();
     }
   }, 60_000);
 });

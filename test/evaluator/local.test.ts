@@ -9,7 +9,8 @@ import type { EvaluatorResponse, SystemOneRequest, SystemOneResponse } from "../
 import type { ScoreTask } from "../../src/engines/engine.js";
 import { chunkSizes, LlamaEngine, prefixChunks } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
-import { detectTemplate, renderSystem, systemText, TEMPLATES, type ChatTemplate } from "../../src/evaluator/prompt.js";
+import { detectTemplate, renderQuestion, renderSystem, SYSTEM_TEXT, TEMPLATES, type ChatTemplate } from "../../src/evaluator/prompt.js";
+import { distributionKinds } from "../../src/questions/index.js";
 import { labelDistribution } from "../../src/evaluator/readout.js";
 import { generatedModel, TINY } from "../support/models.js";
 import { ReferenceModel } from "../support/reference.js";
@@ -185,21 +186,26 @@ describe("LocalEvaluator determinism", () => {
     }
   });
 
-  it("holds in its system text the reply hints of the types asked, in registry order, and nothing else", () => {
+  it("keeps the shared prefix free of the questions: one system text for every request, each type's reply hint in its own question's suffix", () => {
     const template = TEMPLATES["chatml"] as ChatTemplate;
-    const text = (qs: SystemOneRequest["questions"]) => systemText(qs);
-    const all = text(questions);
-    expect(all).toContain("Yes or No for a yes/no question, the letter or number of one option for a choice, the level number for a rating.");
-    expect(text(Object.fromEntries(Object.entries(questions).reverse()))).toBe(all);
-    const noulOnly = text({ refund: questions["refund"]! });
-    expect(noulOnly).toMatch(/nothing else: Yes or No for a yes\/no question\.$/);
-    // The prefix of a request asking one type is shorter than one asking three: what the request asks, nothing more.
-    expect(evaluator.prepare(request({ refund: questions["refund"]! })).shared).toBeLessThan(evaluator.prepare(request(questions)).shared);
     expect(
-      renderSystem(template, questions)
+      renderSystem(template)
         .map((s) => s.text)
         .join(""),
-    ).toContain(all);
+    ).toContain(SYSTEM_TEXT);
+    // A request asking one type has the prefix of one asking three, token for token.
+    const one = evaluator.prepare(request({ refund: questions["refund"]! }));
+    const three = evaluator.prepare(request(questions));
+    expect(one.prefix).toEqual(three.prefix);
+    expect(one.shared).toBe(three.shared);
+    for (const kind of distributionKinds()) expect(SYSTEM_TEXT).not.toContain(kind.replyHint);
+    const suffix = (q: SystemOneRequest["questions"][string]) =>
+      renderQuestion(template, q)
+        .suffix.map((s) => s.text)
+        .join("");
+    expect(suffix(questions["refund"]!)).toContain("Reply with Yes or No.\nYes or No?");
+    expect(suffix(questions["topic"]!)).toContain("Reply with the letter or number of one option.\nLabel (A-C)?");
+    expect(suffix(questions["urgency"]!)).toContain("Reply with the level number.\nLevel (0-3)?");
   });
 
   it("gives bit-identical answers while other requests share the engine", async () => {
@@ -371,7 +377,7 @@ describe("LocalEvaluator prefix reuse across requests", () => {
   it("gives a record that begins like the system text, an empty state, or a prefix of the last record the answers it gives without reuse", async () => {
     const template = TEMPLATES["chatml"] as ChatTemplate;
     const [reusing, fresh] = pair(template);
-    const systemText = renderSystem(template, probe)
+    const systemText = renderSystem(template)
       .map((s) => s.text)
       .join("");
     const states: SystemOneRequest["state"][] = [

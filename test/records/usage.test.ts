@@ -84,4 +84,27 @@ describe("usage across jobs and models", () => {
     );
     expect(r.stdout).not.toMatch(/^projected:/m);
   });
+
+  it("names the prompt format the summaries' rows were read from, and each format's rows when they differ", async () => {
+    const now = { ...ran("jobs/triage.json", "m-1.0.0", 100, 500), prompt_format: "typed-eval/3" };
+    const endpoint = { ...ran("jobs/triage.json", "m-1.0.0", 50, 500), prompt_format: "mixed", prompt_formats: { "typed-eval/3": 20, endpoint: 30 } };
+    // Written before formats were named: its rows read as unknown.
+    const older = ran("jobs/triage.json", "m-1.0.0", 40, 500);
+    expect(mergeSummaries([now, { ...now }]).totals).toMatchObject({ prompt_format: "typed-eval/3" });
+    expect(mergeSummaries([now, { ...now }]).formats).toBeUndefined();
+    const merged = mergeSummaries([now, endpoint, older]);
+    expect(merged.totals.prompt_format).toBe("mixed");
+    expect(merged.totals.prompt_formats).toEqual({ "typed-eval/3": 120, endpoint: 30, unknown: 40 });
+    const dir = mkdtempSync(join(tmpdir(), "te-usage-formats-"));
+    const files = [now, endpoint, older].map((summary, i) => {
+      const path = join(dir, `${i}.usage.json`);
+      writeFileSync(path, JSON.stringify(summary));
+      return path;
+    });
+    const r = await runInProcess(["usage", ...files]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split("\n")[0]).toBe("3 summaries, model m-1.0.0, prompt format mixed: typed-eval/3 (120), endpoint (30), unknown (40)");
+    const one = await runInProcess(["usage", files[0] as string]);
+    expect(one.stdout.split("\n")[0]).toBe("1 summary, model m-1.0.0, prompt format typed-eval/3");
+  });
 });

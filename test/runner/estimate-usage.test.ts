@@ -16,7 +16,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlamaEngine } from "../../src/engines/llama.js";
 import { LocalEvaluator } from "../../src/evaluator/local.js";
-import { detectTemplate } from "../../src/evaluator/prompt.js";
+import { detectTemplate, PROMPT_FORMAT } from "../../src/evaluator/prompt.js";
 import { ModelRouter } from "../../src/evaluator/router.js";
 import { emptySummary, type UsageSummary } from "../../src/records/usage.js";
 import type { Estimate } from "../../src/runner/estimate.js";
@@ -110,6 +110,17 @@ describe("estimate --base-url --from-usage", () => {
     const estimate = JSON.parse(projected.stdout) as Estimate;
     expect(estimate.method).toBe("billed");
     expect(estimate.projection?.rates?.fit).toBe("least-squares");
+    expect(estimate.projection?.formats).toBeUndefined();
+    // The server names its prompt format and the summary keeps it; a summary of another format (an endpoint that changed
+    // its framing between the nights) is named with its format, since the rates fitted on both mix two framings.
+    expect(usage1.prompt_format).toBe(PROMPT_FORMAT);
+    const older = join(dir, "older.usage.json");
+    writeFileSync(older, JSON.stringify({ ...usage1, prompt_format: "typed-eval/2" }));
+    const mixed = await cli(["estimate", night2, "--job", JOB, "--base-url", url, "--from-usage", `${out1}.usage.json`, older]);
+    expect(mixed.code).toBe(0);
+    expect(mixed.stdout).toContain(
+      `note: the summaries' answers were read from prompts of more than one format (${out1}.usage.json: ${PROMPT_FORMAT}, ${older}: typed-eval/2): the endpoint's framing changed`,
+    );
 
     const out2 = join(dir, "night2-answers.jsonl");
     const second = await cli(["run", night2, "--job", JOB, "-o", out2, "--base-url", url]);
@@ -134,7 +145,7 @@ describe("estimate --base-url --from-usage", () => {
       }),
     );
     expect(error(estimate.inputTokens)).toBeLessThan(0.1);
-    // What it replaces: characters / 4 of the requests leaves the server's framing out (21% under on the 2026-11-27 run; 3.6% for the projection).
+    // What it replaces: characters / 4 of the requests leaves the server's framing out (20% under on the 2026-11-28 run, prompt format typed-eval/3; 3.7% for the projection).
     expect(error(characters.inputTokens)).toBeGreaterThan(2 * error(estimate.inputTokens));
     expect(characters.inputTokens).toBeLessThan(billed);
 

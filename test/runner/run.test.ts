@@ -170,6 +170,7 @@ describe("typed-eval run", () => {
       "input_tokens",
       "output_tokens",
       "dedup_of",
+      "prompt_format",
     ]);
     const row = table[0]!;
     // The most likely level's text beside the expected score.

@@ -79,7 +79,7 @@ function rawColumns(name: string, question: Question): FlatColumn[] {
   }));
 }
 
-/** A job's flat columns: id, line, model, kept fields, each question's values, usage. */
+/** A job's flat columns: id, line, model, kept fields, each question's values, usage, prompt format. */
 export function flatColumns(questions: Record<string, Question>, keep: readonly string[], shape: RowShape = PLAIN, kept?: KeptKinds): FlatColumn[] {
   const columns: FlatColumn[] = [
     { name: "id", kind: "string", value: (r) => r.entry.id },
@@ -105,6 +105,8 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
     { name: "input_tokens", kind: "int", value: (r) => r.entry.usage.input_tokens },
     { name: "output_tokens", kind: "int", value: (r) => r.entry.usage.output_tokens },
     { name: "dedup_of", kind: "string", value: (r) => r.entry.dedup_of },
+    // Provenance beside the model's, last so that columns read by position before it stay where they were.
+    { name: "prompt_format", kind: "string", value: (r) => r.entry.prompt_format },
   );
   return columns;
 }

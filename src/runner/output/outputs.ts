@@ -20,6 +20,7 @@ import { encoderOf, type FileFormat } from "../../records/formats.js";
 import type { DuplicateIds } from "../../records/usage.js";
 import { auditKey, reviewVerdict, type ReviewPolicy } from "./review.js";
 import { PriorEstimate, refuseFlattening } from "../../calibration/label-free.js";
+import { recordedPromptFormat } from "../../api/prompt-format.js";
 
 export { localTarget, type OutputTarget, type Sink } from "./targets.js";
 
@@ -37,6 +38,7 @@ export function sinkWriter(sink: Pick<Sink, "write">, encoder: RowEncoder<Output
 function answerRecord(shape: RowShape): (r: OutputRow) => Record<string, unknown> {
   return ({ entry: e, answers, raw, review }) => {
     const row: Record<string, unknown> = { id: e.id, line: e.line, source: e.source, model: e.model };
+    if (e.prompt_format !== undefined) row["prompt_format"] = e.prompt_format;
     if (shape.review && review) {
       row["review_reasons"] = review.reasons;
       row["audit"] = review.audit;
@@ -82,6 +84,8 @@ export interface WrittenCounts {
   calibration?: CalibrationMaps;
   /** Each model that answered a written row, with its count of rows, in the order they first appear. */
   models: Record<string, number>;
+  /** Each prompt format of a written row, with its count of rows (`unknown` for entries written before formats were named). */
+  promptFormats: Record<string, number>;
   /** Ids that more than one row has (answered or failed), when any does. */
   duplicateIds?: DuplicateIds | undefined;
   /** Mean label distribution per question before and after calibration: how far it moved the labels. */
@@ -213,6 +217,7 @@ function openOutputs(places: OutputPlaces, policy: OutputPolicy, spec: WriterSpe
         review: 0,
         audit: 0,
         models: {},
+        promptFormats: {},
         ...(maps ? { calibration: maps } : {}),
       },
       duplicates: new DuplicateIdWatch(),
@@ -255,6 +260,8 @@ async function writeRow(writing: Writing, entry: RecordEntry, job: Job, maps: Ca
   }
   counts.answered++;
   counts.models[entry.model] = (counts.models[entry.model] ?? 0) + 1;
+  const format = recordedPromptFormat(entry.prompt_format);
+  counts.promptFormats[format] = (counts.promptFormats[format] ?? 0) + 1;
   if (entry.dedup_of !== undefined) counts.deduplicated++;
   counts.inputTokens += entry.usage.input_tokens;
   counts.outputTokens += entry.usage.output_tokens;

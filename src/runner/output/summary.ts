@@ -13,6 +13,7 @@ import type { SendCounts } from "../send/send.js";
 import type { AnswerStats } from "../answer.js";
 import { costOf, emptySummary, finish, type UsageSummary } from "../../records/usage.js";
 import { addSums, noBilling, type BillingSums } from "../../api/billing.js";
+import { formatOfRows } from "../../api/prompt-format.js";
 
 export interface ThisRun {
   started: number;
@@ -30,6 +31,8 @@ export interface SummaryBase {
   identity: string;
   /** The versioned id of the model that ran, when the evaluator knows it (embedded models). */
   model?: string | undefined;
+  /** The prompt format of the model's requests, when the evaluator renders them (embedded models). */
+  promptFormat?: string | undefined;
   price: number;
   input: string;
   output: string;
@@ -59,6 +62,7 @@ export function runSummary(base: SummaryBase, outputs: Written | undefined, stat
   if (summary.model !== base.job.model) summary.requested_model = base.job.model;
   summary.status = status;
   summary.model_identity = base.identity;
+  if (base.promptFormat) summary.prompt_format = base.promptFormat;
   if (base.jobName) summary.job = base.jobName;
   summary.input = base.input;
   summary.output = base.output;
@@ -148,6 +152,10 @@ function addOutputs(summary: UsageSummary, outputs: Written): void {
   summary.records.failed = written.failed;
   summary.records.deduplicated = written.deduplicated;
   if (Object.keys(written.models).length > 0) summary.answered_by = written.models;
+  // The rows' own formats: an endpoint names its format (if at all) in each response.
+  const format = formatOfRows(written.promptFormats);
+  if (format) summary.prompt_format = format;
+  if (Object.keys(written.promptFormats).length > 1) summary.prompt_formats = written.promptFormats;
   if (written.duplicateIds) summary.duplicate_ids = written.duplicateIds;
   summary.tokens.input = written.inputTokens;
   summary.tokens.output = written.outputTokens;

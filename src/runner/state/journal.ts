@@ -40,6 +40,8 @@ export interface AnswerEntry {
    */
   h: string;
   model: string;
+  /** The prompt format the answers were read from (`Evaluation.promptFormat`); absent in entries written before formats were named. */
+  prompt_format?: string;
   answers: Record<string, Answer>;
   usage: Usage;
   keep?: Record<string, unknown>;
