@@ -115,7 +115,7 @@ export const ENV = {
     takes: "a folder",
     fallback: ".typed-eval/outputs",
     shown: ".typed-eval/outputs",
-    describe: "where S3 outputs are assembled before their upload (and kept when it fails)",
+    describe: "where S3 outputs are assembled before their upload (and kept when it fails); a run checks it can write there before its first request",
     parse: path,
   }),
   TYPED_EVAL_MODEL_PATH: spec<string | undefined>({

@@ -45,7 +45,7 @@ export const EXIT = {
   internal: 70,
   /** Stopped by SIGINT (128 + 2) after finishing what was in flight (a second signal: at once); rerunning resumes. */
   interrupted: 130,
-  /** Stopped because whoever read the output closed it (stdout, EPIPE: 128 + SIGPIPE's 13); the journal is kept; rerunning resumes. */
+  /** Stopped because whoever read the output closed it (any command's stdout, EPIPE: 128 + SIGPIPE's 13); a run's journal is kept; rerunning resumes. */
   outputClosed: 141,
   /** Stopped by SIGTERM (128 + 15) after finishing what was in flight (a second signal: at once); rerunning resumes. */
   terminated: 143,

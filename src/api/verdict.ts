@@ -56,7 +56,7 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
   "bad-input": { exit: () => EXIT.usage, headline: "stopped: bad input", next: "fix the invocation or the input and rerun" },
   aborted: { exit: () => EXIT.aborted, headline: "aborted", next: "rerun the same command to resume" },
   "gate-failed": { exit: () => EXIT.gate, headline: "a quality gate failed", next: "look at the report before using the labels" },
-  locked: { exit: () => EXIT.locked, headline: "refused: another run holds the journal", next: "wait for it to finish, or for its lock to expire" },
+  locked: { exit: () => EXIT.locked, headline: "refused: another run holds the journal", next: "wait for that run to finish, then rerun" },
   "lock-lost": {
     exit: () => EXIT.lockLost,
     headline: "stopped: this run's lock was lost while it was stalled (paused past its lease)",
@@ -84,15 +84,26 @@ export const VERDICTS: Record<Verdict, VerdictRow> = {
   },
 };
 
+/**
+ * The next step of a run refused by a lock that names no run (garbage, an
+ * empty file): the table's "wait" would never end, for nothing releases it.
+ */
+export const LOCKED_NEXT = {
+  unreadable: (path: string) => `if no run of this job is going, delete ${path} (no run holds it, so it never goes by itself), then rerun`,
+} as const;
+
 /** An error that ends a run or a command in the verdict it names. */
 export class VerdictError extends Error {
+  /** What to do next when the error knows better than the table's row (which file to delete): the line says this instead. */
+  readonly next: string | undefined;
   constructor(
     readonly verdict: Verdict,
     message: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { next?: string | undefined },
   ) {
     super(message, options);
     this.name = new.target.name;
+    this.next = options?.next;
   }
 }
 
@@ -147,7 +158,7 @@ export class StorageError extends VerdictError {
 /** A base for errors that always end in one verdict. */
 function endingIn(verdict: Verdict) {
   return class extends VerdictError {
-    constructor(message: string, options?: ErrorOptions) {
+    constructor(message: string, options?: ErrorOptions & { next?: string | undefined }) {
       super(verdict, message, options);
     }
   };
@@ -185,6 +196,18 @@ export class OutputClosedError extends endingIn("stopped") {
   readonly signal = "SIGPIPE" as const;
 }
 
+/**
+ * The reader closing a command's output (EPIPE, or a stream destroyed by it):
+ * the one conversion every command's stdout takes, a run's `-o -` and any
+ * other command's printing alike (`assess --json | head -c 100`): stopped,
+ * exit 141, as a shell's own commands end under SIGPIPE.
+ */
+export function outputClosed(error: unknown): OutputClosedError | undefined {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== "EPIPE" && code !== "ERR_STREAM_DESTROYED") return undefined;
+  return new OutputClosedError("whoever read the output closed it (EPIPE)", { cause: error });
+}
+
 /** The stages of a run, in order, and "command" for an error that reached the command line outside a run. */
 export type Stage = "check" | "lock" | "model" | "journal" | "answer" | "write" | "summary" | "release" | "command";
 
@@ -193,6 +216,8 @@ export interface Ending {
   verdict: Verdict;
   reason: string;
   signal?: NodeJS.Signals | undefined;
+  /** The next step, when the ending knows better than the table's row (a lock to delete, by name). */
+  next?: string | undefined;
 }
 
 /** Whether an error is a store (the disk, S3) failing, rather than a bug or a bad invocation. */
@@ -251,7 +276,12 @@ export function classify(error: unknown, stage: Stage, options: { paid?: boolean
   if (error instanceof StorageError && error.refused !== undefined)
     return { verdict: error.refused === "credentials" || usersToFix ? "bad-input" : "storage-unavailable", reason: message };
   if (error instanceof VerdictError)
-    return { verdict: error.verdict, reason: message, ...(error instanceof OutputClosedError ? { signal: error.signal } : {}) };
+    return {
+      verdict: error.verdict,
+      reason: message,
+      ...(error instanceof OutputClosedError ? { signal: error.signal } : {}),
+      ...(error.next !== undefined ? { next: error.next } : {}),
+    };
   if (error instanceof SourceError) return { verdict: error.absent ? "no-input" : "bad-input", reason: message };
   if (error instanceof InvocationError || (error instanceof Error && error.name === "YError")) return { verdict: "bad-input", reason: message };
   if (error instanceof TypedEvalError) return { verdict: endpointGaveUp(error) ? "aborted" : "bad-input", reason: message };
@@ -354,5 +384,7 @@ export function verdictLine(report: VerdictReport): string {
   // A reader that closed the output (`| head -1`) may have read rows of it: they are not the whole output.
   const cut = report.signal === "SIGPIPE" ? " Whatever the reader took is not the whole output." : " No output was written.";
   const written = report.verdict === "done" || report.verdict === "failures" ? "" : cut;
-  return scrub(`typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${row.next}. Exit ${code}.\n`);
+  return scrub(
+    `typed-eval: ${headlineOf(report)}: ${report.reason}\n${written.trim()}${kept}${written || kept ? " " : ""}Next: ${report.next ?? row.next}. Exit ${code}.\n`,
+  );
 }

@@ -12,11 +12,12 @@ import { duration } from "./duration.js";
 import { UsageError } from "./exit.js";
 import { isStdin } from "./input.js";
 import { openModelFromArgs, withModelOptions, type ModelArgs } from "./model-options.js";
+import { formatSettingsOf, withFormatOptions } from "./format-options.js";
 
 /** Options shared by `run` and `estimate`, declared once: their types are `JobArgs`. */
 export function withJobOptions<T>(y: Argv<T>) {
   return withModelOptions(
-    y
+    withFormatOptions(y, "read")
       .positional("input", {
         type: "string",
         demandOption: true,
@@ -96,6 +97,7 @@ export function jobSettings(args: JobArgs & { "api-key"?: boolean }): JobSetting
     input: args.input,
     jobFile: args.job,
     format: args.format,
+    formats: formatSettingsOf(args, "read"),
     model: args.model,
     modelsFile: args["models-file"],
     baseUrl: args["base-url"],

@@ -16,6 +16,7 @@ import { reportCommand } from "./report.js";
 import { calibrateCommand } from "./calibrate.js";
 import { labelstudioCommand } from "./labelstudio.js";
 import { ComposedUsage, exitWith } from "./boundary.js";
+import { outputClosed } from "../api/verdict.js";
 import { quietThirdPartyNotices } from "./notices.js";
 import { checkEnvironment, env } from "../api/env.js";
 import { setStorageRetry } from "../records/s3.js";
@@ -90,6 +91,12 @@ export async function main(): Promise<void> {
   // What escapes a command's promise later (an emitter's error, a stray rejection) ends the same way.
   process.on("uncaughtException", (error) => exitWith(error));
   process.on("unhandledRejection", (reason) => exitWith(reason));
+  // The reader closing stdout (`assess --json | head -c 100`): exit 141 for every command, as `run -o - | head` ends.
+  // A run writing its answers to stdout listens itself (its sink), and ends stopped with its summary written.
+  process.stdout.on("error", (error) => {
+    if (process.stdout.listenerCount("error") > 1) return;
+    exitWith(outputClosed(error) ?? error);
+  });
   try {
     await typedEval(hideBin(process.argv));
   } catch (error) {

@@ -20,6 +20,7 @@ import { UsageError } from "./exit.js";
 import { takeEarlySignals } from "./early-signals.js";
 import { progressBar } from "./progress.js";
 import { fromUsageOf, jobSettings, modelOpener, withJobOptions } from "./job-options.js";
+import { formatSettingsOf, withFormatOptions } from "./format-options.js";
 import { extensionsText, formatNames } from "../records/formats.js";
 
 /** A share option (5% or 0.05), checked when it is parsed. */
@@ -37,7 +38,7 @@ function shareOf(flag: string) {
  * Long: one declaration per flag, in the order `--help` shows them; split, a flag's type and its help would live apart.
  */
 function withRunOptions<T>(y: Argv<T>) {
-  return withJobOptions(y)
+  return withFormatOptions(withJobOptions(y), "write")
     .option("output", {
       alias: "o",
       type: "string",
@@ -123,7 +124,6 @@ function withRunOptions<T>(y: Argv<T>) {
     )
     .option("audit-sample", { type: "string", describe: "also send this share of accepted rows to the review file, e.g. 1% (seeded by --audit-seed)" })
     .option("audit-seed", numeric("audit-seed", { integer: true }, { default: 1, describe: "seed of the audit sample: the same seed picks the same records" }))
-    .option("csv-bom", { type: "boolean", default: false, describe: "start CSV outputs with a UTF-8 byte order mark (for Excel)" })
     .option("print-prompt", {
       type: "boolean",
       default: false,
@@ -162,7 +162,7 @@ function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress:
       reviewBelow: args["review-below"],
       auditSample: args["audit-sample"],
       auditSeed: args["audit-seed"],
-      csvBom: args["csv-bom"],
+      formats: formatSettingsOf(args, "write"),
     },
     rpm: args.rpm,
     tps: args.tps,
@@ -180,7 +180,7 @@ function runRequest(args: RunArgs, logger: Logger, signals: Signals, onProgress:
   };
 }
 
-/** How long a run may take to write its summary and release its lock after a second signal, before the process ends regardless. */
+/** How long a run may take to write its summary and release its lock after a second signal (or its grace), before the process ends regardless. */
 const SECOND_SIGNAL_BOUND_MS = 10_000;
 
 /**
@@ -200,19 +200,22 @@ interface Signals {
 
 function listenForSignals(logger: Logger, graceSeconds: number, early: readonly NodeJS.Signals[]): Signals {
   const signals: Signals = { stop: new AbortController(), now: new AbortController(), received: undefined, detach: () => undefined };
+  // The bounds on a stop's ending: cleared once the run has ended (its exit is the boundary's then).
+  const bounds: NodeJS.Timeout[] = [];
   const onSignal = (signal: NodeJS.Signals) => {
     if (signals.received) {
       logger.warn({ signal }, `${signal} again: stopping now; the records finished so far are kept`);
       signals.now.abort();
       const first = signals.received;
-      setTimeout(
+      const bound = setTimeout(
         () =>
           endNow(
             { verdict: "stopped", reason: "", signal: first },
             `typed-eval: stopped by ${first}: the run did not end within ${SECOND_SIGNAL_BOUND_MS / 1000} s of the second signal; rerun the same command to resume`,
           ),
         SECOND_SIGNAL_BOUND_MS,
-      ).unref();
+      );
+      bounds.push(bound.unref());
       return;
     }
     signals.received = signal;
@@ -221,9 +224,22 @@ function listenForSignals(logger: Logger, graceSeconds: number, early: readonly 
       `${signal}: finishing the records in flight (at most ${graceSeconds} s), then stopping; rerun the same command to resume`,
     );
     signals.stop.abort();
+    // The grace bounds the whole ending: should anything outlast it (a model still loading), the process ends anyway.
+    const bound = setTimeout(
+      () =>
+        endNow(
+          { verdict: "stopped", reason: "", signal },
+          `typed-eval: stopped by ${signal}: the run did not end within its grace (${graceSeconds} s) and ${SECOND_SIGNAL_BOUND_MS / 1000} s more; rerun the same command to resume`,
+        ),
+      graceSeconds * 1000 + SECOND_SIGNAL_BOUND_MS,
+    );
+    bounds.push(bound.unref());
   };
   process.on("SIGTERM", onSignal).on("SIGINT", onSignal);
-  signals.detach = () => process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+  signals.detach = () => {
+    process.off("SIGTERM", onSignal).off("SIGINT", onSignal);
+    for (const bound of bounds) clearTimeout(bound);
+  };
   // Those received while the CLI loaded: the lifecycle starts stopped, and still says so and writes its summary.
   for (const signal of early) onSignal(signal);
   return signals;

@@ -41,10 +41,16 @@ export const usageCommand: CommandModule<object, ArgsOf<typeof withUsageOptions>
       `tokens:    ${t.tokens.input.toLocaleString("en-US")} input, ${t.tokens.output.toLocaleString("en-US")} output`,
       `cost:      $${t.cost_usd.toFixed(4)}; $${merged.cost_per_1000_records.toFixed(4)} per 1,000 records; ${merged.input_tokens_per_record.toFixed(1)} input tokens per record`,
     ];
-    if (merged.projection) {
-      lines.push(
-        `projected: ${merged.projection.records.toLocaleString("en-US")} records -> ${merged.projection.input_tokens.toLocaleString("en-US")} input tokens, $${merged.projection.cost_usd.toFixed(2)}`,
-      );
+    const projected = (p: NonNullable<typeof merged.projection>) =>
+      `${p.records.toLocaleString("en-US")} records -> ${p.input_tokens.toLocaleString("en-US")} input tokens, $${p.cost_usd.toFixed(2)}`;
+    if (merged.projection) lines.push(`projected: ${projected(merged.projection)}`);
+    if (merged.warning) {
+      lines.unshift(`warning: ${merged.warning}`);
+      for (const g of merged.groups) {
+        lines.push(
+          `${g.job} on ${g.model} (${g.files} summar${g.files === 1 ? "y" : "ies"}): ${g.records.answered.toLocaleString("en-US")} answered, $${g.cost_usd.toFixed(4)}; $${g.cost_per_1000_records.toFixed(4)} per 1,000 records${g.projection ? `; projected: ${projected(g.projection)}` : ""}`,
+        );
+      }
     }
     process.stdout.write(`${lines.join("\n")}\n`);
   },

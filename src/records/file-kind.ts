@@ -7,9 +7,16 @@
  * of reading it as empty or failing every row. A file of no kind known here
  * (anyone's records, gold labels) is not refused.
  */
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { InvocationError } from "../api/errors.js";
+import { formatOfName } from "./formats.js";
 import { isS3 } from "./s3.js";
+
+/** A file whose name says a format read by byte ranges (Parquet): binary, no first line to judge. */
+const binaryByName = (path: string) => {
+  const file = formatOfName(path);
+  return file !== undefined && "ranged" in file.format.read;
+};
 
 /** The kinds of file typed-eval writes or reads, told apart by their content. */
 export type FileKind = "answers" | "errors" | "journal" | "usage summary" | "calibration" | "report" | "assessment" | "Label Studio export" | "job file";
@@ -72,7 +79,7 @@ const HEAD_BYTES = 64 * 1024;
  * and anything of no kind known here.
  */
 export function kindOfFile(path: string): FileKind | undefined {
-  if (isS3(path) || /\.(gz|parquet|parq|pq)$/i.test(path)) return undefined;
+  if (isS3(path) || /\.gz$/i.test(path) || binaryByName(path)) return undefined;
   const head = readHead(path);
   if (head === undefined) return undefined;
   const text = head.replace(/^\uFEFF/, "").trimStart();
@@ -91,8 +98,10 @@ export function kindOfFile(path: string): FileKind | undefined {
 }
 
 function readHead(path: string): string | undefined {
+  // Only a regular file: a pipe would block here with no writer, or be consumed (`<(cat t.jsonl)`) before its reader.
   let fd: number;
   try {
+    if (!statSync(path).isFile()) return undefined;
     fd = openSync(path, "r");
   } catch {
     // Absent or unreadable: the reader that follows says so in its own words.

@@ -9,7 +9,7 @@ import { gzipSync } from "node:zlib";
 import { InvocationError } from "../api/errors.js";
 import { SourceError } from "../api/verdict.js";
 import { CSV } from "./csv.js";
-import type { Format, RowEncoder, Table, WriteOptions } from "./format.js";
+import type { Format, FormatOption, FormatSettings, RowEncoder, Table } from "./format.js";
 import { JSONL } from "./jsonl.js";
 import { PARQUET } from "./parquet.js";
 import { TSV } from "./tsv.js";
@@ -26,6 +26,13 @@ export interface FileFormat {
 /** The names `--format` and `--output-format` take. */
 export function formatNames(): string[] {
   return FORMATS.map((f) => f.name);
+}
+
+/** The options the formats take, for the commands that read (`applies: "read"`) or write data files: each flag once, in registry order. */
+export function formatOptions(applies: FormatOption["applies"]): FormatOption[] {
+  const seen = new Map<string, FormatOption>();
+  for (const option of FORMATS.flatMap((f) => f.options ?? [])) if (option.applies === applies && !seen.has(option.flag)) seen.set(option.flag, option);
+  return [...seen.values()];
 }
 
 /** A format by its name; undefined when none has it. */
@@ -81,7 +88,10 @@ export function inputFormat(location: string, explicit?: string): Format {
  * one `explicit` names (`flag`, such as `--output-format`), else JSONL for
  * stdout ("-"), else the one its extension names. An extension no format
  * registered is refused (exit 2) with the list of those that are: writing
- * JSONL under another name would look like success.
+ * JSONL under another name would look like success. So is a flag naming
+ * another format than the extension does (`--output-format parquet -o
+ * a.jsonl`): every reader, ours included, would take the file for what its
+ * name says. A name without a registered extension takes the flag's format.
  */
 export function outputFormat(location: string, options: { explicit?: string | undefined; flag?: string; what?: string } = {}): FileFormat {
   const { explicit, flag, what } = options;
@@ -89,6 +99,15 @@ export function outputFormat(location: string, options: { explicit?: string | un
   const file = formatOfName(location);
   if (explicit !== undefined) {
     const format = named(explicit, flag ?? "--output-format");
+    if (file && file.format !== format) {
+      const base = location.replace(/\.gz$/i, "");
+      const ext = file.format.extensions.find((e) => base.toLowerCase().endsWith(e)) ?? "";
+      const zipped = base !== location && format.gzip ? ".gz" : "";
+      const renamed = `${base.slice(0, base.length - ext.length)}${format.extensions[0] as string}${zipped}`;
+      throw usage(
+        `${location}: ${flag ?? "--output-format"} ${format.name} writes ${format.title}, but the name says ${file.format.title}; name it ${renamed}, or leave out ${flag ?? "--output-format"}`,
+      );
+    }
     return gzipAllowed({ format, gzip: location.toLowerCase().endsWith(".gz") }, location, usage);
   }
   if (location === "-") return { format: JSONL, gzip: false };
@@ -127,15 +146,15 @@ function gzipped<R>(inner: RowEncoder<R>): RowEncoder<R> {
   return { row: (r) => take(inner.row(r), false), end: () => take(inner.end(), true) };
 }
 
-/** The encoder of rows for a file: its format's, gzipped when its name ends in `.gz`. */
-export function encoderOf<R>(file: FileFormat, table: Table<R>, options: WriteOptions = {}): RowEncoder<R> {
-  const encoder = file.format.write(table, options);
+/** The encoder of rows for a file: its format's (with the format options given), gzipped when its name ends in `.gz`. */
+export function encoderOf<R>(file: FileFormat, table: Table<R>, settings: FormatSettings = {}): RowEncoder<R> {
+  const encoder = file.format.write(table, settings);
   return file.gzip ? gzipped(encoder) : encoder;
 }
 
 /** A whole table's bytes at once, for the small files written in one go (gold labels). */
-export function encodeAll<R>(file: FileFormat, table: Table<R>, rows: Iterable<R>, options: WriteOptions = {}): Buffer {
-  const encoder = encoderOf(file, table, options);
+export function encodeAll<R>(file: FileFormat, table: Table<R>, rows: Iterable<R>, settings: FormatSettings = {}): Buffer {
+  const encoder = encoderOf(file, table, settings);
   const chunks: Buffer[] = [];
   const add = (chunk: string | Uint8Array) => {
     if (chunk.length > 0) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : Buffer.from(chunk));

@@ -82,6 +82,35 @@ export function checkWritableFile(path: string, flag: string): void {
   }
 }
 
+/**
+ * The same check as `checkWritableFile` for a file whose folders are made
+ * only when it is written (an S3 output's staging copy): nothing is created
+ * now. The nearest folder that exists must be a folder and take a file, and
+ * the path must not be a directory.
+ */
+export function checkCreatableFile(path: string, flag: string): void {
+  const exists = (at: string) => {
+    try {
+      return statSync(at, { throwIfNoEntry: false });
+    } catch {
+      // ENOTDIR: a file on the way, found as the nearest thing that exists.
+      return undefined;
+    }
+  };
+  let folder = dirname(resolve(path));
+  while (exists(folder) === undefined && dirname(folder) !== folder) folder = dirname(folder);
+  if (!exists(folder)?.isDirectory()) throw cannotWrite(flag, path, `part of ${dirname(path)} is a file, not a folder`);
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) throw cannotWrite(flag, path, "it is a directory, not a file");
+  const probe = join(folder, `.typed-eval-check-${process.pid}`);
+  try {
+    writeFileSync(probe, "\n");
+  } catch (error) {
+    throw cannotWrite(flag, path, whyNotWritable(error, folder));
+  } finally {
+    rmSync(probe, { force: true });
+  }
+}
+
 /** Flushes a folder's entries (a rename) to disk; a file system that cannot is left to its own guarantees. */
 export function syncFolder(path: string): void {
   let fd: number | undefined;

@@ -7,7 +7,9 @@
  * local file or an S3 object read by ranged GETs), so memory holds one row
  * group whatever the file's size, and only the columns a job names are
  * fetched. Values become what a JSON record would hold: 64-bit integers are
- * numbers (text beyond 2^53), timestamps ISO-8601 text, binary base64.
+ * numbers (text beyond 2^53), timestamps and dates ISO 8601 text keeping
+ * their unit and time zone, binary base64 (parquet-values.ts); a float's NaN
+ * stays NaN in the record (JSON has no form for it: see the docs).
  */
 import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData, type RowGroup } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
@@ -16,6 +18,8 @@ import { InvocationError } from "../api/errors.js";
 import { InputChangedError, SourceError, StorageError } from "../api/verdict.js";
 import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from "hyparquet-writer";
 import type { Column, ColumnKind, Format, RangedFile, RowEncoder, Table } from "./format.js";
+import { PARSERS, recordDecoder } from "./parquet-values.js";
+import { dateDays, type TimeUnit, timestampCount } from "./time-text.js";
 
 /** Errors that are not the bytes' fault and keep their own verdict: the input changed, the store failed, a setting is wrong. */
 function ownVerdict(error: unknown): boolean {
@@ -59,7 +63,8 @@ export function plainValue(value: unknown): unknown {
   }
 }
 
-function plainRow(row: Record<string, unknown>): Record<string, unknown> {
+function plainRow(row: Record<string, unknown>, decoders: ReadonlyMap<string, (value: unknown) => unknown>): Record<string, unknown> {
+  for (const [key, decode] of decoders) if (key in row) row[key] = decode(row[key]);
   for (const key in row) {
     const v = row[key];
     if (typeof v === "object" || typeof v === "bigint") row[key] = plainValue(v);
@@ -88,6 +93,28 @@ function groupEnd(group: RowGroup): number {
     end = Math.max(end, start + Number(m.total_compressed_size));
   }
   return end;
+}
+
+/** One row group's rows, fetching only `columns` (all when undefined); a group that cannot be read stops the input, named. */
+async function readGroup(
+  file: AsyncBuffer,
+  metadata: FileMetaData,
+  source: string,
+  g: number,
+  start: number,
+  end: number,
+  columns: string[] | undefined,
+): Promise<(Record<string, unknown> | undefined)[]> {
+  try {
+    // utf8: false keeps a binary column's bytes (text columns carry their annotation and are still text).
+    const options = { file, metadata, rowStart: start, rowEnd: end, compressors, utf8: false, parsers: PARSERS };
+    return await parquetReadObjects(columns ? { ...options, columns } : options);
+  } catch (error) {
+    if (ownVerdict(error)) throw error;
+    throw new SourceError(
+      `${source}: row group ${g + 1} of ${metadata.row_groups.length} (rows ${start + 1}-${end}) cannot be read: ${(error as Error).message}`,
+    );
+  }
 }
 
 /**
@@ -121,6 +148,7 @@ export async function* parquetItems(
       throw new SourceError(`${source} is not a Parquet file that can be read: ${(error as Error).message}`);
     }
     const columns = projection(metadata, fields);
+    const decoders = recordDecoder(metadata);
     let seq = firstSeq;
     let start = 0;
     let counted = 0;
@@ -131,22 +159,14 @@ export async function* parquetItems(
     };
     for (const [g, group] of metadata.row_groups.entries()) {
       const end = start + Number(group.num_rows);
-      let rows: (Record<string, unknown> | undefined)[];
-      try {
-        rows = await parquetReadObjects({ file, metadata, rowStart: start, rowEnd: end, compressors, ...(columns ? { columns } : {}) });
-      } catch (error) {
-        if (ownVerdict(error)) throw error;
-        throw new SourceError(
-          `${source}: row group ${g + 1} of ${metadata.row_groups.length} (rows ${start + 1}-${end}) cannot be read: ${(error as Error).message}`,
-        );
-      }
+      const rows = await readGroup(file, metadata, source, g, start, end, columns);
       advance(groupEnd(group));
       for (let i = 0; i < rows.length; i++) {
         const row = rows[i] as Record<string, unknown>;
         // Dropped from the group as it is handed on: a record is collectable once the runner is done with it,
         // so a group's memory drains while it is consumed instead of lasting until the next group is read.
         rows[i] = undefined;
-        yield { seq: seq++, line: start + i + 1, source, record: plainRow(row) };
+        yield { seq: seq++, line: start + i + 1, source, record: plainRow(row, decoders) };
       }
       start = end;
     }
@@ -161,8 +181,23 @@ export async function* parquetItems(
 /** Rows per row group written: DuckDB's default is 122,880, Spark's about 128 MB. */
 export const ROW_GROUP_ROWS = 100_000;
 
+/** A temporal kind's unit and zone (`timestamptz-us`: microseconds, UTC). */
+function timestampOf(kind: ColumnKind): { unit: TimeUnit; utc: boolean } | undefined {
+  const match = /^timestamp(tz)?-(ms|us|ns)$/.exec(kind);
+  return match ? { unit: match[2] as TimeUnit, utc: match[1] === "tz" } : undefined;
+}
+
+const PARQUET_UNITS = { ms: "MILLIS", us: "MICROS", ns: "NANOS" } as const;
+/** The older annotation beside the logical type, as DuckDB writes it: readers that know only converted types (DuckDB's TIMESTAMP_MS among them) read the unit from it. */
+const CONVERTED_UNITS = { ms: { converted_type: "TIMESTAMP_MILLIS" }, us: { converted_type: "TIMESTAMP_MICROS" }, ns: {} } as const;
+
 function schemaElement<R>(column: Column<R>): SchemaElement {
   const base = { name: column.name, repetition_type: "OPTIONAL" } as const;
+  const timestamp = timestampOf(column.kind);
+  if (timestamp) {
+    const { unit, utc } = timestamp;
+    return { ...base, type: "INT64", ...CONVERTED_UNITS[unit], logical_type: { type: "TIMESTAMP", isAdjustedToUTC: utc, unit: PARQUET_UNITS[unit] } };
+  }
   switch (column.kind) {
     case "string":
       return { ...base, type: "BYTE_ARRAY", converted_type: "UTF8" };
@@ -174,8 +209,10 @@ function schemaElement<R>(column: Column<R>): SchemaElement {
       return { ...base, type: "INT64", converted_type: "INT_64" };
     case "bool":
       return { ...base, type: "BOOLEAN" };
+    case "date":
+      return { ...base, type: "INT32", converted_type: "DATE" };
     default:
-      return unknownKind(column.kind);
+      throw new TypeError(`unexpected column kind ${JSON.stringify(column.kind)}`);
   }
 }
 
@@ -188,21 +225,23 @@ function typed(kind: ColumnKind, value: unknown): unknown {
     case "json":
       return value; // the writer encodes JSON itself
     case "double":
+      // NaN and the infinities too: a DOUBLE holds them (JSON cannot).
       return typeof value === "number" ? value : null;
     case "int":
       return typeof value === "number" && Number.isSafeInteger(value) ? BigInt(value) : null;
     case "bool":
       return typeof value === "boolean" ? value : null;
-    default:
-      return unknownKind(kind);
+    case "date":
+      return typeof value === "string" ? (dateDays(value) ?? null) : null;
+    default: {
+      const timestamp = timestampOf(kind);
+      if (!timestamp) throw new TypeError(`unexpected column kind ${JSON.stringify(kind)}`);
+      return typeof value === "string" ? (timestampCount(value, timestamp.unit) ?? null) : null;
+    }
   }
 }
 
 const NOTHING = new Uint8Array(0);
-
-function unknownKind(kind: never): never {
-  throw new TypeError(`unexpected column kind ${JSON.stringify(kind)}`);
-}
 
 /** Rows as Parquet, a row group at a time: `row` gives the bytes of a group when one is full, `end` the rest and the footer. */
 export class ParquetEncoder<R> implements RowEncoder<R> {

@@ -70,7 +70,7 @@ export async function openS3Source(
       else {
         body = Readable.from(objectBytes(client, bucket, object.key, object), { objectMode: false });
         body.on("data", (chunk: Buffer) => (counter.bytes += chunk.length));
-        records = itemsOf(body, kind, name, seq);
+        records = itemsOf(body, kind, name, seq, options.reading);
       }
       try {
         for await (const item of records) {

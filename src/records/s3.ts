@@ -30,6 +30,18 @@ export function isS3(location: string): boolean {
   return location.startsWith("s3://");
 }
 
+/**
+ * Refuses a location meant as S3 but not written as one (`S3://b/k`,
+ * `s3:/b/k`, `s3:b/k`), naming the spelling that works: read as a local path
+ * it would be absent (exit 6, "skipped" to a scheduler) or made as a folder.
+ */
+export function refuseMistypedS3(location: string, setting: string): void {
+  if (isS3(location)) return;
+  const meant = /^s3:\/*([^/].*)$/i.exec(location)?.[1];
+  if (meant === undefined) return;
+  throw new InvocationError(`${setting} ${location} is not an S3 location as written: write it s3://${meant} (lower-case s3, two slashes)`);
+}
+
 export function parseS3(location: string): { bucket: string; key: string } {
   const match = /^s3:\/\/([^/]+)\/?(.*)$/.exec(location);
   if (!match?.[1]) throw new SourceError(`not an S3 location: ${location} (expected s3://bucket/key)`);

@@ -5,19 +5,20 @@
  * size. A record that cannot be parsed becomes an error item with its line
  * number; the stream goes on.
  */
-import { createReadStream, fstatSync, statSync } from "node:fs";
+import { createReadStream, fstatSync, type Stats, statSync } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { SourceError } from "../api/verdict.js";
 import { assertSameFile, checkedAtEnd, type FileIdentity, identityOf } from "./file-identity.js";
-import type { Format } from "./format.js";
+import { type Format, QUIET_DEFAULTS, type ReadContext } from "./format.js";
 import { FORMATS } from "./formats.js";
 import { localRanges } from "./ranges.js";
 import type { Source, SourceItem } from "./source.js";
 
-/** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records). Parquet fetches only those columns. */
+/** What a source may skip: the dotted paths of the fields the job reads (undefined: whole records; Parquet fetches only those columns); the format options given and where warnings go. */
 export interface SourceOptions {
   fields?: readonly string[] | undefined;
+  reading?: ReadContext | undefined;
 }
 
 /** Why a format read by ranges cannot come from a stream, and what to do instead. */
@@ -74,9 +75,9 @@ function counted(input: Readable, counter: { bytes: number }): Readable {
 }
 
 /** Records of one byte stream in a format read from streams, gunzipped when it is gzip. */
-export function itemsOf(stream: Readable, format: Format, source: string, firstSeq = 0): AsyncGenerator<SourceItem> {
+export function itemsOf(stream: Readable, format: Format, source: string, firstSeq = 0, reading: ReadContext = QUIET_DEFAULTS): AsyncGenerator<SourceItem> {
   if (!("stream" in format.read)) throw new SourceError(notOnStream(format, source));
-  return format.read.stream(maybeGunzip(stream, source), source, firstSeq);
+  return format.read.stream(maybeGunzip(stream, source), source, firstSeq, reading);
 }
 
 /**
@@ -98,17 +99,26 @@ function pinnedFile(path: string, was: FileIdentity): Readable {
   return file.pipe(checked);
 }
 
+/** What a path that is not a file is, and what to do instead: a pipe (`run <(cat t.jsonl)`) is read as stdin, `-`. */
+function notAFile(stat: Stats): string {
+  if (stat.isDirectory()) return " (it is a directory): name a file in it";
+  if (stat.isFIFO() || stat.isSocket() || stat.isCharacterDevice())
+    return " but a pipe (a <(...) process substitution, a named pipe), which is read as stdin: pipe it in and pass - (cat data.jsonl | typed-eval run - ...)";
+  return "";
+}
+
 /** Opens a local path, or stdin for "-", in `format` (`inputFormat` in formats.ts). S3 locations are opened by `openS3Source`. */
 export function openLocalSource(location: string, format: Format, options: SourceOptions = {}): Source {
   const counter = { bytes: 0 };
   if (location === "-") {
     if (!("stream" in format.read)) throw new SourceError(notOnStream(format, "stdin"));
-    return { name: "stdin", items: itemsOf(counted(process.stdin, counter), format, "stdin"), progress: () => ({ bytes: counter.bytes, total: undefined }) };
+    const items = itemsOf(counted(process.stdin, counter), format, "stdin", 0, options.reading);
+    return { name: "stdin", items, progress: () => ({ bytes: counter.bytes, total: undefined }) };
   }
   let identity: FileIdentity;
   try {
     const stat = statSync(location);
-    if (!stat.isFile()) throw new SourceError(`${location} is not a file`);
+    if (!stat.isFile()) throw new SourceError(`${location} is not a file${notAFile(stat)}`);
     identity = identityOf(stat);
   } catch (error) {
     if (error instanceof SourceError) throw error;
@@ -117,6 +127,6 @@ export function openLocalSource(location: string, format: Format, options: Sourc
   const items =
     "ranged" in format.read
       ? format.read.ranged(() => localRanges(location, identity), location, 0, counter, options.fields)
-      : itemsOf(counted(pinnedFile(location, identity), counter), format, location);
+      : itemsOf(counted(pinnedFile(location, identity), counter), format, location, 0, options.reading);
   return { name: location, items, progress: () => ({ bytes: counter.bytes, total: identity.size }) };
 }

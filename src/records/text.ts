@@ -98,3 +98,55 @@ export function utf8Checked(source: string): Transform {
     },
   });
 }
+
+/** How far into a stream its first line end is looked for; a stream with none by then passes as it is. */
+const FIRST_LINE_SCAN = 64 * 1024;
+
+/** Each CR CR LF as CR LF, in Latin-1 so every byte maps to itself. */
+const singled = (bytes: Buffer): Buffer => Buffer.from(bytes.toString("latin1").replaceAll("\r\r\n", "\r\n"), "latin1");
+
+/**
+ * Passes bytes through; when the first line ends in CR CR LF (a file given
+ * Windows line ends twice over, which CSV readers take for two line ends
+ * with an empty line or a phantom record between), each CR CR LF becomes
+ * CR LF, and `found` is called once.
+ */
+export function singleLineEnds(found: () => void): Transform {
+  let mode: "unknown" | "plain" | "doubled" = "unknown";
+  let held: Buffer = Buffer.alloc(0);
+  /** The mode the first line end shows; still unknown while it may continue past the bytes seen. */
+  const decide = (bytes: Buffer): typeof mode => {
+    const cr = bytes.indexOf(13);
+    const lf = bytes.indexOf(10);
+    const first = cr === -1 ? lf : lf === -1 ? cr : Math.min(cr, lf);
+    if (first === -1) return bytes.length > FIRST_LINE_SCAN ? "plain" : "unknown";
+    if (bytes[first] === 10) return "plain";
+    const [next, after] = [bytes[first + 1], bytes[first + 2]];
+    if (next !== 13) return next === undefined ? "unknown" : "plain";
+    if (after === undefined) return "unknown";
+    return after === 10 ? "doubled" : "plain";
+  };
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      const bytes = held.length > 0 ? Buffer.concat([held, chunk]) : chunk;
+      held = Buffer.alloc(0);
+      if (mode === "unknown") {
+        mode = decide(bytes);
+        if (mode === "doubled") found();
+      }
+      if (mode === "unknown") {
+        held = bytes;
+        return callback();
+      }
+      if (mode === "plain") return callback(null, bytes);
+      // CRs at the end wait for the next chunk: they may begin a CR CR LF cut by the boundary.
+      let cut = bytes.length;
+      while (cut > 0 && bytes.length - cut < 2 && bytes[cut - 1] === 13) cut--;
+      held = Buffer.from(bytes.subarray(cut));
+      callback(null, singled(bytes.subarray(0, cut)));
+    },
+    flush(callback) {
+      callback(null, mode === "doubled" ? singled(held) : held);
+    },
+  });
+}

@@ -11,13 +11,20 @@ import { addSums, noBilling, type BillingSums } from "../api/billing.js";
 export interface DuplicateIds {
   /** Rows whose id an earlier row (in input order) already had. */
   rows: number;
-  /** The first repeats in input order: the id, the line it first appeared on, the line that repeats it. */
-  examples: { id: string; first_line: number; line: number }[];
+  /**
+   * The first repeats in input order: the id, the line it first appeared on, the line that repeats it, and
+   * when the two are in different files (the objects of an S3 prefix), both files.
+   */
+  examples: { id: string; first_line: number; line: number; first_source?: string; source?: string }[];
 }
 
-/** One line for people: how many rows repeat an id, and the first of them. */
+/** One line for people: how many rows repeat an id, and the first of them (with their files, when two files hold them). */
 export function describeDuplicates(d: DuplicateIds): string {
-  const shown = d.examples.map((e) => `${JSON.stringify(e.id)} (lines ${e.first_line} and ${e.line})`).join(", ");
+  const where = (e: DuplicateIds["examples"][number]) =>
+    e.first_source !== undefined && e.source !== undefined
+      ? `${e.first_source} line ${e.first_line} and ${e.source} line ${e.line}`
+      : `lines ${e.first_line} and ${e.line}`;
+  const shown = d.examples.map((e) => `${JSON.stringify(e.id)} (${where(e)})`).join(", ");
   return `${d.rows.toLocaleString("en-US")} row${d.rows === 1 ? " repeats an id" : "s repeat an id"} an earlier row has, such as ${shown}: every row is kept; assess, calibrate and report key rows by id and line`;
 }
 
@@ -198,20 +205,67 @@ export function isSummary(json: unknown): json is UsageSummary {
   return !!json && typeof json === "object" && (json as { kind?: unknown }).kind === "typed-eval.usage";
 }
 
-export interface MergedUsage {
-  files: number;
-  models: string[];
-  totals: UsageSummary;
+/** What a set of summaries cost per record and would cost for more: one job and model's, or their mix's. */
+interface PerRecord {
   cost_per_1000_records: number;
   input_tokens_per_record: number;
   projection?: { records: number; input_tokens: number; cost_usd: number };
 }
 
-/** Adds summaries together; the projection scales what past runs really used per answered record. */
+/** The summaries of one job run on one model: what a projection may rest on. */
+export interface UsageGroup extends PerRecord {
+  /** The job's name (its file without folder or `.json`), "(no job named)" for summaries that name none. */
+  job: string;
+  model: string;
+  files: number;
+  records: { read: number; answered: number; failed: number };
+  cost_usd: number;
+}
+
+export interface MergedUsage extends PerRecord {
+  files: number;
+  models: string[];
+  totals: UsageSummary;
+  /** Each job and model on its own, with its own cost per record and projection. */
+  groups: UsageGroup[];
+  /**
+   * Said when the summaries are of more than one job or model: a projection
+   * of their mix holds only for the same mix, so `projection` is then given
+   * per group only.
+   */
+  warning?: string;
+}
+
+/** A summary's job as a name: its file without folder or `.json` (the same job from two checkouts is one job). */
+function jobName(summary: UsageSummary): string {
+  if (summary.job === undefined) return "(no job named)";
+  return summary.job.replace(/^.*[\\/]/, "").replace(/\.json$/i, "");
+}
+
+/** Cost and tokens per answered record, and the projection for `records` of them. */
+function perRecord(answered: number, cost: number, inputTokens: number, records: number | undefined): PerRecord {
+  const perRecordCost = answered > 0 ? cost / answered : 0;
+  const perRecordTokens = answered > 0 ? inputTokens / answered : 0;
+  return {
+    cost_per_1000_records: perRecordCost * 1000,
+    input_tokens_per_record: perRecordTokens,
+    ...(records === undefined ? {} : { projection: { records, input_tokens: Math.round(perRecordTokens * records), cost_usd: perRecordCost * records } }),
+  };
+}
+
+/**
+ * Adds summaries together; the projection scales what past runs really used
+ * per answered record. Summaries of different jobs or models are also split
+ * into groups, each projected on its own, and the merge says so: a job of
+ * five questions and one of one, or a model at another price, have different
+ * costs per record, and one projection of their mix would hold only for that
+ * same mix.
+ */
 export function mergeSummaries(summaries: readonly UsageSummary[], projectRecords?: number): MergedUsage {
   const first = summaries[0];
   const totals = emptySummary(first?.model ?? "", first?.price_per_million_input_tokens ?? 0);
   let cost = 0;
+  const groups = new Map<string, UsageGroup & { inputTokens: number }>();
   for (const s of summaries) {
     for (const key of Object.keys(totals.records) as (keyof UsageSummary["records"])[]) totals.records[key] += s.records[key];
     for (const key of Object.keys(totals.requests) as (keyof UsageSummary["requests"])[]) totals.requests[key] += s.requests[key];
@@ -219,22 +273,47 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
     totals.seconds += s.seconds;
     cost += s.cost_usd;
     if (s.billing) totals.billing = addSums(totals.billing ?? noBilling(), s.billing);
+    const job = jobName(s);
+    const key = JSON.stringify([job, s.model]);
+    const group = groups.get(key) ?? {
+      job,
+      model: s.model,
+      files: 0,
+      records: { read: 0, answered: 0, failed: 0 },
+      cost_usd: 0,
+      inputTokens: 0,
+      cost_per_1000_records: 0,
+      input_tokens_per_record: 0,
+    };
+    group.files++;
+    group.records.read += s.records.read;
+    group.records.answered += s.records.answered;
+    group.records.failed += s.records.failed;
+    group.cost_usd += s.cost_usd;
+    group.inputTokens += s.tokens.input;
+    groups.set(key, group);
   }
   finish(totals);
   // Summaries may carry different prices: the total is the sum of their costs.
   totals.cost_usd = cost;
-  const answered = totals.records.answered;
-  const perRecordCost = answered > 0 ? cost / answered : 0;
-  const perRecordTokens = answered > 0 ? totals.tokens.input / answered : 0;
-  const merged: MergedUsage = {
+  const mixed = groups.size > 1;
+  const split = [...groups.values()].map(({ inputTokens, ...group }) => ({
+    ...group,
+    ...perRecord(group.records.answered, group.cost_usd, inputTokens, projectRecords),
+  }));
+  const jobs = new Set(split.map((g) => g.job)).size;
+  const models = new Set(split.map((g) => g.model)).size;
+  const overall = perRecord(totals.records.answered, cost, totals.tokens.input, mixed ? undefined : projectRecords);
+  return {
     files: summaries.length,
     models: [...new Set(summaries.map((s) => s.model))],
     totals,
-    cost_per_1000_records: perRecordCost * 1000,
-    input_tokens_per_record: perRecordTokens,
+    ...overall,
+    groups: split,
+    ...(mixed
+      ? {
+          warning: `these summaries are of ${jobs} job${jobs === 1 ? "" : "s"} and ${models} model${models === 1 ? "" : "s"}: their costs per record differ, so each job and model is ${projectRecords === undefined ? "shown" : "projected"} on its own (a projection of their mix would hold only for the same mix)`,
+        }
+      : {}),
   };
-  if (projectRecords !== undefined) {
-    merged.projection = { records: projectRecords, input_tokens: Math.round(perRecordTokens * projectRecords), cost_usd: perRecordCost * projectRecords };
-  }
-  return merged;
 }

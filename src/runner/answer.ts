@@ -20,7 +20,7 @@ import type { Source, SourceItem } from "../records/source.js";
 import { costOf } from "../records/usage.js";
 import type { RunLimiter } from "./send/limiter.js";
 import { forEachBounded } from "./send/loop.js";
-import { Sender, type Outcome, type SendCounts } from "./send/send.js";
+import { NotSent, Sender, type Outcome, type SendCounts } from "./send/send.js";
 import { Dedup } from "./state/dedup.js";
 import { keptHash, type JournalIndex } from "./state/index.js";
 import type { AnswerEntry, Entry, ErrorEntry } from "./state/journal.js";
@@ -169,6 +169,8 @@ class AnswerStage {
       maxRetries: options.maxRetries ?? RUN_DEFAULTS.maxRetries,
       timeoutMs: options.timeoutMs,
       signal: this.ending.abort.signal,
+      // Whatever ends the run drops what waits short of the wire at once: the grace is for requests in flight, not queued ones.
+      halt: this.ending.halt.signal,
       // Checked again at the wire, after the limiter's wait: a run paused there must not send once its lock is gone.
       fence: { assertHeld: () => options.fence?.() },
     });
@@ -219,6 +221,8 @@ class AnswerStage {
 
   /** Ends the stage on an error met at `stage` (the first ending wins). */
   private fail(error: unknown, stage: Stage): void {
+    // A request dropped unsent because the run is ending: its record has no result, and the ending is told already.
+    if (error instanceof NotSent) return;
     const ending = classify(error, stage, { paid: true });
     if (ending.verdict === "internal-error") this.options.logger.debug({ err: error }, "answering a record failed unexpectedly");
     const first = this.ending.ended === undefined;

@@ -21,12 +21,13 @@ import { loadJob, parseShare, type Job } from "../records/job.js";
 import { fieldsRead, parseShard, prepareItem, type Shard } from "./input/requests.js";
 import { firstRecords, sampleRecords } from "./input/selection.js";
 import { extensionOf, inputFormat, outputFormat, type FileFormat } from "../records/formats.js";
+import type { FormatSettings } from "../records/format.js";
 import { openLocalSource } from "../records/sources.js";
 import { openS3Source } from "../records/s3-source.js";
 import type { Source } from "../records/source.js";
 import { localTarget, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
-import { isS3 } from "../records/s3.js";
+import { isS3, refuseMistypedS3 } from "../records/s3.js";
 import { besideOutput } from "../records/companions.js";
 import { reviewThresholds } from "./output/review.js";
 
@@ -53,6 +54,8 @@ export interface JobSettings extends EndpointSettings {
   input: string;
   /** A registered format's name (`--format`); by default each input's extension says. */
   format?: string | undefined;
+  /** The format options given for reading (`--csv-delimiter`), by flag. */
+  formats?: FormatSettings | undefined;
   /** A --model override, or "default" for the job's. */
   model: string;
   shard?: string | undefined;
@@ -120,11 +123,14 @@ export async function openEvaluator(
 /** The input, as a source with --limit or --sample applied. */
 export async function openSource(settings: JobSettings, job: Job, logger: Logger): Promise<Source> {
   const fields = fieldsRead(job);
+  // `S3://...` read as a local path would be absent (exit 6, "skipped"): named as what it meant, for estimate and calibrate too.
+  refuseMistypedS3(settings.input, "the input");
   // A file typed-eval wrote that holds no records (a run's errors, journal or summary): refused by name, not answered line by line.
   refuseOtherKinds(settings.input, ["answers"], "records to answer");
+  const reading = { settings: settings.formats ?? {}, warn: (message: string) => logger.warn({ input: settings.input }, message), takesOptions: true };
   let source: Source = isS3(settings.input)
-    ? await openS3Source(settings.input, settings.format, { fields, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
-    : openLocalSource(settings.input, inputFormat(settings.input, settings.format), { fields });
+    ? await openS3Source(settings.input, settings.format, { fields, reading, onNote: (message, keys) => logger.info({ skipped: keys }, message) })
+    : openLocalSource(settings.input, inputFormat(settings.input, settings.format), { fields, reading });
   if (settings.limit !== undefined) source = firstRecords(source, settings.limit);
   if (settings.sample !== undefined) source = sampleRecords(source, settings.sample, settings.seed);
   return source;
@@ -195,6 +201,13 @@ export interface RunPaths {
   remoteJournal: string | undefined;
   /** What the journal is bound to: a resolved path, an S3 location or "stdin". */
   inputId: string;
+  /**
+   * A stdin-to-stdout run's journal (under .typed-eval/, named from the
+   * stream's first records by `streamJournal`): kept only until its run is
+   * done, since the next stream is another input and its answers went down
+   * the pipe.
+   */
+  transient: boolean;
 }
 
 /** Resolves where a run writes (`-o` default, sidecars, the journal beside the output or under .typed-eval/). */
@@ -214,7 +227,25 @@ export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shar
     journalPath: remoteJournal ? defaultJournal(settings, output, remoteJournal) : journalLocation,
     remoteJournal,
     inputId: input === "-" ? "stdin" : isS3(input) ? input : resolve(input),
+    transient: input === "-" && output === "-" && places.journal === undefined,
   };
+}
+
+/**
+ * The journal of a stdin-to-stdout run, named from the stream's first
+ * records (those the check read) as well as the job and shard: the same
+ * stream piped again after a crash resumes its journal; tonight's stream is
+ * not taken for last night's (which had reported last night's records as
+ * gone and added its spending to tonight's). Kept until its run is done.
+ */
+export function streamJournal(settings: Pick<JobSettings, "jobFile" | "shard">, paths: RunPaths, first: readonly unknown[]): RunPaths {
+  if (!paths.transient) return paths;
+  const key = createHash("sha256")
+    .update(JSON.stringify([resolve(settings.jobFile), "stdin", "-", settings.shard ?? ""]))
+    .update(JSON.stringify(first))
+    .digest("hex")
+    .slice(0, 16);
+  return { ...paths, journalPath: `.typed-eval/journal-stdin-${key}.jsonl` };
 }
 
 /**
@@ -251,7 +282,8 @@ export interface ShapingSettings {
   reviewBelow?: number | undefined;
   auditSample?: string | undefined;
   auditSeed: number;
-  csvBom: boolean;
+  /** The format options given for writing (`--csv-bom`, `--csv-escape-formulas`), by flag. */
+  formats: FormatSettings;
 }
 
 /**
@@ -266,7 +298,7 @@ export function outputPolicy(
   paths: Pick<RunPaths, "sidecar"> & { answersFormat: FileFormat },
   logger: Logger,
 ): { policy: RunShaping; verify(evaluator: Evaluator): void } {
-  const policy: RunShaping = { csvBom: settings.csvBom };
+  const policy: RunShaping = { formats: settings.formats };
   let verify: (evaluator: Evaluator) => void = () => {};
   const calibration =
     settings.calibration ?? (job.calibration === undefined ? undefined : job.calibration === "batch" ? "batch" : resolve(dirname(jobFile), job.calibration));
@@ -294,8 +326,10 @@ export function outputPolicy(
   const auditText = settings.auditSample ?? job.audit_sample;
   const auditRate = auditText === undefined ? 0 : parseShare(auditText);
   if (auditRate === undefined) throw new InvocationError(`--audit-sample takes a share such as 1% or 0.01, not ${JSON.stringify(auditText)}`);
+  const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
+  // Not reviewing: an earlier run's review file beside these answers goes once they are written (an S3 one is left, and named in no summary).
+  if (below === undefined && auditRate === 0 && !isS3(reviewFile)) policy.formerReview = reviewFile;
   if (below !== undefined || auditRate > 0) {
-    const reviewFile = `${paths.sidecar}.review${extensionOf(paths.answersFormat)}`;
     policy.review = {
       policy: { thresholds: below === undefined ? {} : reviewThresholds(job.questions, below), auditRate, seed: settings.auditSeed },
       target: targetOf(reviewFile),

@@ -12,7 +12,7 @@
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Logger } from "../logging/logger.js";
 import type { AnswerOptions } from "./answer.js";
-import { checkContextFits, checkPlace, checkPlaces, FIRST_WINDOW, readAhead, warnMissingKeep } from "./check.js";
+import { checkContextFits, checkPlaces, checkReviewPlace, ownFile, FIRST_WINDOW, readAhead, warnBareNumbers, warnMissingKeep } from "./check.js";
 import type { FileFormat } from "../records/formats.js";
 import { parseShard, type Shard } from "./input/requests.js";
 import type { Source, SourceItem } from "../records/source.js";
@@ -25,6 +25,7 @@ import {
   openModelFor,
   readJob,
   runPaths,
+  streamJournal,
   targetOf,
   type JobSettings,
   type OpenModel,
@@ -145,14 +146,20 @@ async function checkStage(request: RunInvocation): Promise<Checked> {
   const job = readJob(settings.jobFile, settings.model);
   const paths = runPaths(settings, request.places);
   // The places first: an output that is a folder or an S3 prefix is named as one before its name is read for a format.
-  checkPlaces(paths, settings.input, undefined);
+  checkPlaces(paths, settings.input);
   const answersFormat = answersFormatOf(paths.output, request.places);
   const shaping = outputPolicy(request.shaping, settings.jobFile, job, { sidecar: paths.sidecar, answersFormat }, request.logger);
-  if (shaping.policy.reviewFile !== undefined) checkPlace(shaping.policy.reviewFile, "the review file");
+  if (shaping.policy.reviewFile !== undefined) checkReviewPlace(paths, settings.input, shaping.policy.reviewFile);
+  // An earlier run's review file is removed once the outputs are written: never one that is another place of this run.
+  const former = shaping.policy.formerReview;
+  if (former !== undefined && !ownFile(former, "the review file", paths, settings.input)) shaping.policy.formerReview = undefined;
   const shard = settings.shard ? parseShard(settings.shard) : undefined;
   const { source, window } = await readAhead(await openSource(settings, job, request.logger), FIRST_WINDOW);
   warnMissingKeep(job, window, request.logger);
-  return { paths, answersFormat, job, shard, source, window, shaping };
+  warnBareNumbers(job, window, request.logger);
+  // Stdin to stdout: the journal is named from the stream's first records (its folder was checked above).
+  const records = window.map((item) => ("record" in item ? item.record : item));
+  return { paths: streamJournal(settings, paths, records), answersFormat, job, shard, source, window, shaping };
 }
 
 /**
@@ -186,7 +193,7 @@ async function lockStage(request: RunInvocation, paths: RunPaths): Promise<Held>
     return await takeLock(request, paths);
   } catch (error) {
     if (!(error instanceof LockedError)) throw error;
-    throw new LockRefusedError(error.message, { cause: error });
+    throw new LockRefusedError(error.message, { cause: error, next: error.next });
   }
 }
 
@@ -244,6 +251,7 @@ function jobOptions(request: RunInvocation, checked: Checked, opened: Awaited<Re
     journalPath: paths.journalPath,
     // The summary names where the journal lives for good: a mirrored one's local copy is deleted once S3 holds it.
     journalName: paths.remoteJournal ?? paths.journalPath,
+    dropJournalWhenDone: paths.transient,
     answers: { target: target(paths.output), format: answersFormat },
     errors: paths.errors === undefined ? discarded() : target(paths.errors),
     usage: paths.usage === undefined ? undefined : target(paths.usage),
@@ -301,7 +309,9 @@ async function endEarly(
   const refused = failure.verdict === "locked";
   const usage = paths?.usage === undefined || !paid ? undefined : target(paths.usage);
   const summaryJson = paths?.summaryJson ?? request.places.summaryJson;
-  const own = summaryJson !== undefined && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
+  // Never over the input or another place of the run (the check refused that, and says so on stderr).
+  const apart = paths === undefined || summaryJson === undefined || ownFile(summaryJson, "--summary-json", paths, settings.input);
+  const own = summaryJson !== undefined && apart && !(refused && holdersSummary === resolve(summaryJson)) ? target(summaryJson) : undefined;
   const { ending, summary } = await writeSummaries([own, usage], failure, summarise, request.logger);
   return { ...ending, summary, journal, paths, written: false };
 }

@@ -8,6 +8,7 @@
  * end reached, every record with a result, the outputs written and checked),
  * by `decide` in api/verdict.ts, never from counters alone.
  */
+import { rmSync } from "node:fs";
 import type { Logger } from "../logging/logger.js";
 import { scrubbedJson } from "../logging/secrets.js";
 import { noBilling } from "../api/billing.js";
@@ -42,6 +43,8 @@ export interface OpenedRun extends AnswerOptions {
   inputId?: string | undefined;
   /** Calibration, review routing and CSV options applied when the outputs are written. */
   output?: RunShaping | undefined;
+  /** Remove the journal once the run is done (a stdin-to-stdout run's: nothing later resumes it). */
+  dropJournalWhenDone?: boolean | undefined;
   openJournal?: OpenJournal | undefined;
 }
 
@@ -70,6 +73,7 @@ export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
     opened = await (options.openJournal ?? Journal.open)(options.journalPath, {
       input: options.inputId,
       byId: options.job.id !== undefined,
+      onUnreadable: (message) => options.logger.warn({ journal: options.journalPath }, message),
     });
   } catch (error) {
     await options.limiter.stop();
@@ -104,7 +108,8 @@ export async function runJob(options: OpenedRun): Promise<StagesOutcome> {
   const idle = counts === undefined && answered.sent.requests === 0 && answered.stats.answered + answered.stats.failed === 0;
   const usage = idle && early?.verdict !== "stopped" ? undefined : options.usage;
   // Keys are made for every record read; only a journaled answer or error is work kept (a refused key keeps none).
-  return finishRun({ ...options, usage }, base, { ending, written: counts, kept: opened.index.holdsResults() });
+  const dropped = ending.verdict === "done" && options.dropJournalWhenDone === true && dropJournal(options.journalPath, options.logger);
+  return finishRun({ ...options, usage }, base, { ending, written: counts, kept: opened.index.holdsResults() && !dropped, dropped });
 }
 
 /** Whether the answer stage left every record of the whole input with a result: only then are outputs written. */
@@ -121,11 +126,27 @@ async function writeStage(options: OpenedRun, index: JournalIndex, answered: Ans
     const counts = await writeOutputs(records, options.job, { answers: options.answers, errors: options.errors }, options.output, options.stop);
     // Repeated ids are kept (each row is its own record) but said out loud: a join on id downstream would double them.
     if (counts.duplicateIds) options.logger.warn({ duplicate_ids: counts.duplicateIds }, describeDuplicates(counts.duplicateIds));
+    if (counts.formerReviewRemoved)
+      options.logger.warn(
+        { review: counts.formerReviewRemoved },
+        `removed ${counts.formerReviewRemoved}: an earlier run's review rows, for answers these replace; this run routes no rows to review (no --review-below, review_below or audit sample)`,
+      );
     return counts;
   } catch (error) {
     if (options.stop?.aborted)
       return { verdict: "stopped", reason: "stopped while the outputs were written: none was made final; the journal keeps every record" };
     return stageEnding(error, "write", true, options.logger);
+  }
+}
+
+/** Removes a done run's journal that nothing will resume; false (and a warning) when it cannot be removed. */
+function dropJournal(path: string, logger: Logger): boolean {
+  try {
+    rmSync(path, { force: true });
+    return true;
+  } catch (error) {
+    logger.warn({ journal: path }, `could not remove the journal ${path} of a done run: ${classify(error, "release").reason}`);
+    return false;
   }
 }
 
@@ -140,7 +161,7 @@ function stageEnding(error: unknown, stage: Stage, paid: boolean, logger: Logger
 async function finishRun(
   options: OpenedRun,
   base: SummaryBase,
-  end: { ending: Ending; written: WrittenCounts | undefined; kept: boolean },
+  end: { ending: Ending; written: WrittenCounts | undefined; kept: boolean; dropped?: boolean },
 ): Promise<StagesOutcome> {
   const { written } = end;
   options.onEnding?.(end.ending);
@@ -154,7 +175,8 @@ async function finishRun(
     Object.assign(runSummary(base, outputs, ending.verdict), {
       verdict: ending.verdict,
       reason: ending.reason,
-      journal: options.journalName ?? options.journalPath,
+      // A journal removed once done (stdin to stdout) is named nowhere.
+      ...(end.dropped ? {} : { journal: options.journalName ?? options.journalPath }),
     });
   if (written && Object.keys(written.models).length > 1) options.logger.warn({ answered_by: written.models }, "the rows were answered by more than one model");
   const { ending, summary } = await writeSummaries([options.summaryJson, options.usage], end.ending, summarise, options.logger);

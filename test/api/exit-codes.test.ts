@@ -6,7 +6,9 @@
  * 137 (`KILLED`: killed outright, not a verdict) has its row too, and the DAG
  * and the Job retry it alike.
  */
-import { readFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -74,6 +76,30 @@ describe("exit codes a scheduler retries", () => {
     const listed = /Resumable \([^)]*\):\s*([\d, ]+?)\s*\(/.exec(comments)?.[1];
     expect(listed).toBeDefined();
     expect(sorted((listed as string).split(",").map(Number))).toEqual(sorted(RESUMABLE));
+  });
+
+  it("the crontab's flock gives a night that overlaps the last the code of locked (7), which its legend says: flock's own 1 read as 'too many failed records'", () => {
+    const crontab = read("examples/schedulers/crontab");
+    const line = crontab.split("\n").find((l) => /^\S+ \S+ \S+ \S+ \S+ /.test(l) && !l.startsWith("#")) ?? "";
+    const conflict = /flock -n -E (\d+) /.exec(line)?.[1];
+    expect(conflict, "the job line runs flock -n -E <code>").toBeDefined();
+    expect(Number(conflict)).toBe(EXIT.locked);
+    const legend = crontab
+      .split("\n")
+      .filter((l) => l.startsWith("#"))
+      .join(" ");
+    expect(legend).toMatch(new RegExp(`\\b${EXIT.locked} locked \\(the night before still running: flock -E ${EXIT.locked}`));
+    // flock itself, as the line runs it, with the lock held by another process: the conflict exits with that code.
+    const dir = mkdtempSync(join(tmpdir(), "te-flock-"));
+    const file = join(dir, "triage.flock");
+    // One process holding the lock itself (exec'd sleep keeps the locked descriptor): killing it releases the lock.
+    const holder = spawn("/bin/sh", ["-c", 'exec 9>"$0"; flock 9; exec sleep 30', file], { stdio: "ignore" });
+    try {
+      for (let i = 0; i < 100 && spawnSync("flock", ["-n", file, "true"]).status === 0; i++) spawnSync("sleep", ["0.05"]);
+      expect(spawnSync("/bin/sh", ["-c", `flock -n -E ${conflict} ${file} true`]).status).toBe(EXIT.locked);
+    } finally {
+      holder.kill();
+    }
   });
 
   it("the Kubernetes Job counts RESUMABLE and KILLED as retries and fails the index at once on every other code of EXIT", () => {

@@ -13,6 +13,7 @@
  * Kubernetes and Airflow themselves are not run; the image's entrypoint and
  * the pod's arguments are checked as text.
  */
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -48,9 +49,9 @@ describe.skipIf(!canUnshare)("examples/schedulers/crontab", () => {
   const vars = Object.fromEntries(lines.flatMap((l) => (/^([A-Z_]+)=(.*)$/.exec(l) ? [[l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]] : [])));
   const jobs = lines.filter((l) => !/^[A-Z_]+=/.test(l));
 
-  it("has one job line: the installed typed-eval under flock -n with the key from a file, then the drift gate, then the marker", () => {
+  it("has one job line: the installed typed-eval under flock -n -E 7 with the key from a file, then the drift gate, then the marker", () => {
     expect(jobs).toHaveLength(1);
-    expect(jobs[0]).toMatch(/TYPED_EVAL_API_KEY=\$\(cat \$KEY_FILE\) flock -n \S+ typed-eval run .* --job \$JOB /);
+    expect(jobs[0]).toMatch(/TYPED_EVAL_API_KEY=\$\(cat \$KEY_FILE\) flock -n -E 7 \S+ typed-eval run .* --job \$JOB /);
     expect(jobs[0]).toMatch(/>> \$LOG 2>&1 && typed-eval report \$ANSWERS --compare .* --fail-if "\$DRIFT_GATE" .* && touch \$STATE\/labels-ready-/);
     expect(vars).toMatchObject({
       PATH: "/usr/local/bin:/usr/bin:/bin",
@@ -101,6 +102,27 @@ describe.skipIf(!canUnshare)("examples/schedulers/crontab", () => {
     expect(log()).toMatch(/drift gate: team\.psi/);
     expect(existsSync(marker)).toBe(false);
   }, 180_000);
+
+  it("a night still running at the next start: flock refuses the job line with 7 (locked), which cron mails as such, and runs nothing", async () => {
+    const command = (jobs[0] as string).replace(/^(\S+\s+){5}/, "").replace(/\\%/g, "%");
+    const state = folder("cron-overlap/var-lib-typed-eval");
+    const keys = folder("cron-overlap/etc-typed-eval");
+    writeFileSync(join(keys, "api-key"), `${night.key}\n`, { mode: 0o600 });
+    const env = { ...vars, HOME: night.dir, LOGNAME: "typed-eval", ...night.s3Env, BASE_URL: night.api.url };
+    const binds = { "/var/lib/typed-eval": state, "/etc/typed-eval": keys, "/usr/local/bin": night.binDir };
+    // The night before, still running: it holds the shard's flock (one process holding the descriptor itself).
+    const lockFile = join(state, "triage-1-4.flock");
+    const holder = spawn("/bin/sh", ["-c", 'exec 9>"$0"; flock 9; exec sleep 60', lockFile], { stdio: "ignore" });
+    try {
+      for (let i = 0; i < 100 && spawnSync("flock", ["-n", lockFile, "true"]).status === 0; i++) spawnSync("sleep", ["0.05"]);
+      const r = await runMounted(binds, ["/bin/sh", "-c", command], { cwd: "/", env });
+      expect(r.stdout).toMatch(new RegExp(`shard 1/4 on ${night.day.local}: exit 7, labels not marked ready`));
+      // Nothing ran: the log (opened by the shell for the line) holds nothing.
+      expect(readFileSync(join(state, "triage.log"), "utf8")).toBe("");
+    } finally {
+      holder.kill();
+    }
+  }, 60_000);
 });
 
 // The DAG's tasks run on Airflow stand-ins in airflow.test.ts; here, what its text must say.

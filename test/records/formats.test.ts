@@ -67,8 +67,12 @@ describe("a format is one module and one registry entry", () => {
     expect(() => outputFormat("b.parquet.gz")).toThrow(/Parquet is not gzipped .*name it b\.parquet$/);
     expect(() => outputFormat("b.xlsx", { what: "the answers" })).toThrow(/^cannot write the answers b\.xlsx: no format has its extension; name it \.jsonl/);
     expect(outputFormat("-")).toMatchObject({ format: { name: "jsonl" }, gzip: false });
-    // A flag names the format whatever the name; a .gz name still means gzip.
+    // A flag names the format of a name without a format's extension; a .gz name still means gzip.
     expect(outputFormat("night.gz", { explicit: "csv" })).toMatchObject({ format: { name: "csv" }, gzip: true });
+    expect(outputFormat("night.TAB", { explicit: "tsv" })).toMatchObject({ format: { name: "tsv" }, gzip: false });
+    expect(() => outputFormat("night.tab", { explicit: "csv", flag: "--output-format", what: "the answers" })).toThrow(
+      /^cannot write the answers night\.tab: --output-format csv writes CSV, but the name says TSV; name it night\.csv, or leave out --output-format$/,
+    );
     expect(() => outputFormat("night.gz", { explicit: "parquet" })).toThrow(/Parquet is not gzipped/);
     expect(() => outputFormat("night", { explicit: "xlsx", flag: "--output-format" })).toThrow(
       /^--output-format xlsx: no such format; the formats are jsonl, csv, tsv, parquet$/,
@@ -131,13 +135,17 @@ describe("TSV end to end", () => {
 });
 
 describe("an extension no format has", () => {
-  it("is refused by run in its check stage, before the journal or any output exists (exit 2: the verdict line naming the formats, and what to do)", async () => {
-    for (const [name, why] of [
+  it("is refused by run in its check stage, before the journal or any output exists (exit 2: the verdict line naming the formats, and what to do), as is a flag naming another format than the name", async () => {
+    const cases: [name: string, why: string, format?: string][] = [
       ["out.xlsx", "no format has its extension; name it .jsonl, .ndjson (JSONL); .csv (CSV); .tsv, .tab (TSV); .parquet"],
       ["out", "no format has its extension"],
       ["out.parquet.gz", "Parquet is not gzipped (it compresses inside); name it out.parquet"],
-    ] as const) {
-      const r = await cli("run", input, "--job", jobFile, "-o", name);
+      // A flag naming another format than the name does (issue 36): every reader would take the file for what its name says.
+      ["out.jsonl", "--output-format parquet writes Parquet, but the name says JSONL; name it out.parquet, or leave out --output-format", "parquet"],
+      ["out.ndjson.gz", "--output-format csv writes CSV, but the name says JSONL; name it out.csv.gz, or leave out --output-format", "csv"],
+    ];
+    for (const [name, why, format] of cases) {
+      const r = await cli("run", input, "--job", jobFile, "-o", name, ...(format ? ["--output-format", format] : []));
       expect(r.code, name).toBe(2);
       const lines = r.stderr.trim().split("\n");
       expect(lines[0]).toMatch(new RegExp(`^typed-eval: stopped: bad input: cannot write the answers ${name.replaceAll(".", "\\.")}: `));

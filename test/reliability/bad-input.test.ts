@@ -140,11 +140,18 @@ describe("broken CSV records become error rows; the records around them are read
     expect(ids).toEqual(["g1", "g2", "g3"]);
   }, 60_000);
 
-  it("a NUL byte and ragged rows", async () => {
-    const { r, ids, errors } = await csv("ragged.csv", `id,text\ng1,a\u0000b\ng2\ng3,c,extra\n`);
+  it("a NUL byte and ragged rows: a short row lacks its fields, a long one is an error row (its cells would land under the wrong names)", async () => {
+    const { r, ids, errors } = await csv("ragged.csv", `id,text\ng1,a\u0000b\ng2\ng3,c,extra\ng4,d,\n`);
     expect(r.code).toBe(1);
-    expect(ids).toEqual(["g1", "g3"]);
-    expect(errors.map((e) => [e.line, e.message.replace(/^line \d+: /, "")])).toEqual([[3, 'record has no state field "text"']]);
+    // A trailing empty cell (a trailing delimiter) loses nothing: g4 is read.
+    expect(ids).toEqual(["g1", "g4"]);
+    expect(errors.map((e) => [e.line, e.message.replace(/^line \d+: /, "")])).toEqual([
+      [3, 'record has no state field "text"'],
+      [
+        4,
+        'CSV error in the record at line 4: 3 cells where the header names 2 (beyond them: "extra"); a comma inside a cell that is not quoted? quote that cell',
+      ],
+    ]);
   }, 60_000);
 });
 

@@ -88,6 +88,20 @@ describe("--context-size, checked before the first request", () => {
     expect(again.code, again.stderr).toBe(0);
   }, 30_000);
 
+  it("questions whose instructions alone are over the model's limits (100 KB): exit 2 at the check naming the limit, nothing paid (was: every record failed, exit 5)", async () => {
+    const path = join(dir, "huge.json");
+    writeFileSync(path, JSON.stringify({ state: "text", id: "id", questions: { ok: { type: "noul", instructions: "x ".repeat(50_000) } } }));
+    const out = join(dir, "huge.out.jsonl");
+    const sj = join(dir, "huge.summary.json");
+    const r = await run(["run", input("huge", ["a", "b", "c"]), "--job", path, "-o", out, "--summary-json", sj]);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(
+      /^typed-eval: stopped: bad input: the job's questions alone \(with an empty state\) are over the model's limits, so every record would fail: .*State plus question 'ok' is 100,\d{3} tokens; the limit is 32,768\. Shorten the instructions/m,
+    );
+    expect(existsSync(`${out}.errors.jsonl`)).toBe(false);
+    expect((JSON.parse(readFileSync(sj, "utf8")) as { records: { failed: number } }).records.failed).toBe(0);
+  }, 30_000);
+
   it(`a record after the first ${FIRST_WINDOW} that does not fit is its own error, naming --context-size; the others are answered`, async () => {
     const texts = [...Array.from({ length: FIRST_WINDOW }, (_, i) => `short ${i}`), "y".repeat(3000)];
     const out = join(dir, "later.out.jsonl");

@@ -6,7 +6,7 @@
  * every id exactly once.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -17,7 +17,7 @@ import { targetOf } from "../../src/runner/prepare.js";
 import { type OpenJournal, type RunInvocation, runLifecycle } from "../../src/runner/run.js";
 import { Journal } from "../../src/runner/state/journal.js";
 import { acquireLock } from "../../src/runner/state/lock.js";
-import { VERDICTS } from "../../src/api/verdict.js";
+import { exitCodeOf, VERDICTS, verdictLine } from "../../src/api/verdict.js";
 import { runInProcess } from "../support/cli.js";
 import { answer, FakeEvaluator } from "../support/fake-evaluator.js";
 import { canMountTmpfs, lifecycleRequest } from "../support/lifecycle.js";
@@ -143,7 +143,8 @@ describe("run lifecycle verdicts", () => {
         const end = await runLifecycle(request(data, output, filling, { places: { output, summaryJson, journal } }));
         expect(end.verdict).toBe("storage-unavailable");
         expect(VERDICTS[end.verdict].exit()).toBe(9);
-        expect(end.reason).toMatch(/no space left/);
+        // The line names the output and so the disk (it said "no space left on the device: free some space").
+        expect(end.reason).toMatch(/no space left on the device holding .*\/u\.out\.jsonl: free some space/);
         expect(existsSync(output)).toBe(false);
         expect(existsSync(`${output}.partial`)).toBe(false);
         spawnSync("rm", ["-f", filler]);
@@ -236,6 +237,33 @@ describe("run lifecycle verdicts", () => {
     await other.release();
     await rerunCompletes("f", data, output);
   });
+
+  it.each([
+    ["garbage", "\u0000\u0000garbage from a disk that failed"],
+    ["an empty file", ""],
+  ])(
+    "locked (exit 7) by a lock file that names no run (%s): the line says to delete it, naming it, not to wait for it to expire (it never would)",
+    async (_what, text) => {
+      const name = `garbage-lock-${text.length}`;
+      const data = input(name);
+      const output = join(dir, `${name}.out.jsonl`);
+      const lock = `${output}.journal.lock`;
+      writeFileSync(lock, text);
+      const evaluator = new FakeEvaluator();
+      const end = await runLifecycle(request(data, output, evaluator));
+      expect(end.verdict).toBe("locked");
+      expect(exitCodeOf(end)).toBe(7);
+      expect(end.reason).toBe(`${lock} is in the way of this run's lock, but names no run (it is empty, or not a lock typed-eval wrote)`);
+      const line = verdictLine(end);
+      expect(line).toContain(`Next: if no run of this job is going, delete ${lock} (no run holds it, so it never goes by itself), then rerun. Exit 7.`);
+      expect(line).not.toMatch(/expire|wait/);
+      expect(evaluator.calls).toHaveLength(0);
+      // Left as it was: this run cannot know it is garbage and not a run's.
+      expect(readFileSync(lock, "utf8")).toBe(text);
+      rmSync(lock);
+      await rerunCompletes(name, data, output);
+    },
+  );
 
   it("aborted (exit 3): the endpoint down for good; the rerun against it back completes", async () => {
     const data = input("g");

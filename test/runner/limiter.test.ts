@@ -76,6 +76,40 @@ describe("RunLimiter under fake timers", () => {
     await limiter.stop();
   });
 
+  it("an attempt waiting in the limiter leaves it the moment its signal aborts, unsent, and the queue behind it still moves", async () => {
+    // --rpm 2: one request per 30 s. Four queued behind the first would hold a stopped run for 90 s.
+    const limiter = new RunLimiter({ requestsPerMinute: 2, tokensPerSecond: 1e9 });
+    const sent: number[] = [];
+    const stop = new AbortController();
+    const first = limiter.schedule(1, async () => void sent.push(Date.now()));
+    const queued = [1, 2, 3, 4].map(() => limiter.schedule(1, async () => void sent.push(Date.now()), stop.signal));
+    const settled = queued.map((job) =>
+      job.then(
+        () => "sent",
+        () => Date.now(),
+      ),
+    );
+    const other = limiter.schedule(1, async () => void sent.push(Date.now()));
+    await vi.advanceTimersByTimeAsync(1000);
+    await first;
+    expect(sent).toHaveLength(1);
+    stop.abort(new Error("stopped"));
+    await vi.advanceTimersByTimeAsync(0);
+    // Left at once (t = 1 s), none of them sent.
+    expect(await Promise.all(settled)).toEqual([1000, 1000, 1000, 1000]);
+    await expect(queued[0]).rejects.toThrow("stopped");
+    expect(sent).toHaveLength(1);
+    // The request queued behind them is not held up by them: it goes one window (30 s, plus the 1% margin) after the first.
+    await vi.advanceTimersByTimeAsync(31_000);
+    await other;
+    expect(sent).toHaveLength(2);
+    expect(sent[1]! - sent[0]!).toBeLessThanOrEqual(30_400);
+    // A signal already aborted never waits.
+    const late = limiter.schedule(1, async () => void sent.push(Date.now()), stop.signal);
+    await expect(late).rejects.toThrow("stopped");
+    await limiter.stop();
+  });
+
   it("takes units from Bottleneck in leases, not one job per request", async () => {
     const limiter = new RunLimiter({ requestsPerMinute: 1e12, tokensPerSecond: 1e15 });
     let ran = 0;

@@ -70,11 +70,12 @@ describe("Parquet input", () => {
       tags: [0, 1],
       big: 0,
       huge: null,
-      at: "2026-11-01T09:00:00.000Z",
+      // DuckDB's TIMESTAMP is naive, in microseconds: no Z, six digits.
+      at: "2026-11-01T09:00:00.000000",
       flag: true,
       ratio: 0,
     });
-    expect(got[7]).toMatchObject({ customer: { tier: null }, huge: "9223372036854775807", ratio: 1.75, at: "2026-11-01T09:07:00.000Z" });
+    expect(got[7]).toMatchObject({ customer: { tier: null }, huge: "9223372036854775807", ratio: 1.75, at: "2026-11-01T09:07:00.000000" });
     expect(got[4999]).toMatchObject({ n: 4999, big: 4_999_000_000_000_000, tags: [4999, 5000] });
     // Progress walks the file and ends at its size.
     expect(source.progress()).toEqual({ bytes: statSync(path).size, total: statSync(path).size });
@@ -124,6 +125,110 @@ describe("Parquet input", () => {
     await expect(collect(parquetItems(failing, "s3://b/k.parquet", 0, { bytes: 0 }))).rejects.toThrow(
       /^cannot read s3:\/\/b\/k\.parquet: reading bytes \d+-1000: socket hang up$/,
     );
+  });
+});
+
+describe("Parquet as other tools write it", () => {
+  /** A DuckDB-written input of the types hyparquet's defaults lose, 40 rows (NaN every 7th, Infinity in row 3, nulls every 11th). */
+  async function typedInput(): Promise<string> {
+    const path = join(dir, "typed-kinds.parquet");
+    await duck.run(`COPY (
+      SELECT 'r' || i AS id, 'ticket ' || i AS text,
+        TIMESTAMP '2026-11-01 09:00:00.123456' + INTERVAL (i) SECOND AS ts,
+        epoch_ms(1793523600123 + i * 1000)::TIMESTAMP_MS AS tms,
+        make_timestamp_ns(1793523600123456789 + i * 1000000000) AS tns,
+        TIMESTAMPTZ '2026-11-01 09:00:00.123456+00' + INTERVAL (i) SECOND AS tz,
+        DATE '1969-12-30' + i::INTEGER AS d,
+        CASE WHEN i % 11 = 10 THEN NULL ELSE ('\\xAA\\xFF\\x00\\x80' || i::VARCHAR)::BLOB END AS b,
+        CASE WHEN i % 7 = 0 THEN 'nan'::DOUBLE WHEN i = 3 THEN 'inf'::DOUBLE ELSE i / 8 END AS x,
+        INTERVAL 1 MONTH + INTERVAL (i) DAY AS span
+      FROM range(40) t(i)) TO '${path}' (FORMAT parquet)`);
+    return path;
+  }
+
+  it("reads binary as base64 of its bytes, timestamps in their unit and zone, dates as dates, NaN as NaN", async () => {
+    const path = await typedInput();
+    const got = records(await collect(openLocalSource(path, PARQUET).items)) as Record<string, unknown>[];
+    expect(got[1]).toEqual({
+      id: "r1",
+      text: "ticket 1",
+      ts: "2026-11-01T09:00:01.123456",
+      tms: "2026-11-01T09:00:01.123",
+      tns: "2026-11-01T09:00:01.123456789",
+      tz: "2026-11-01T09:00:01.123456Z",
+      d: "1969-12-31",
+      b: Buffer.from([0xaa, 0xff, 0x00, 0x80, 0x31]).toString("base64"),
+      x: 0.125,
+      span: "P1M1D",
+    });
+    expect(got[0]).toMatchObject({ d: "1969-12-30", x: Number.NaN, span: "P1M" });
+    expect(got[3]).toMatchObject({ x: Number.POSITIVE_INFINITY });
+    expect(got[10]).toMatchObject({ b: null });
+    // Every binary cell decodes to DuckDB's bytes.
+    const blobs = await query(`SELECT id, to_base64(b) AS b FROM '${path}' ORDER BY id`);
+    for (const row of blobs) expect(got.find((r) => r["id"] === row["id"])?.["b"]).toBe(row["b"]);
+  });
+
+  it("writes kept fields back with their types: DuckDB reads the same timestamps, dates, bytes and NaN from the Parquet answers", async () => {
+    const input = await typedInput();
+    const kept = ["ts", "tms", "tns", "tz", "d", "b", "x"];
+    const keepJob = parseJob({ state: "text", id: "id", keep: kept, questions: { refund: { type: "noul" } } }, "job");
+    const run = async (out: string, journal: string) =>
+      runJob({
+        job: keepJob,
+        source: openLocalSource(input, PARQUET, { fields: ["text", "id", ...kept] }),
+        evaluator: new FakeEvaluator(),
+        journalPath: journal,
+        answers: { target: localTarget(out), format: outputFormat(out) },
+        errors: localTarget(`${out}.errors.jsonl`),
+        usage: undefined,
+        limiter: new RunLimiter({ requestsPerMinute: 1e9, tokensPerSecond: 1e12 }),
+        concurrency: 4,
+        pricePerMillion: 1,
+        logger: createLogger({ level: "silent" }),
+      });
+    const out = join(dir, "kinds.parquet");
+    expect((await run(out, `${out}.journal`)).verdict).toBe("done");
+    const typesOf = async (path: string) =>
+      Object.fromEntries((await query(`DESCRIBE SELECT * FROM '${path}'`)).map((r) => [r["column_name"], r["column_type"]]));
+    const types = await typesOf(out);
+    expect(types).toMatchObject({ ts: "TIMESTAMP", tns: "TIMESTAMP_NS", tz: "TIMESTAMP WITH TIME ZONE", d: "DATE", b: "VARCHAR", x: "DOUBLE" });
+    // Each as DuckDB reads the input's (its TIMESTAMP_MS reads back as TIMESTAMP), with the file's unit and zone as the input's.
+    const inputTypes = await typesOf(input);
+    for (const column of ["ts", "tms", "tns", "tz", "d", "x"]) expect(types[column], column).toBe(inputTypes[column]);
+    const logical = async (path: string) =>
+      Object.fromEntries(
+        (await query(`SELECT name, logical_type FROM parquet_schema('${path}') WHERE name IN ('ts', 'tms', 'tns', 'tz')`)).map((r) => [
+          r["name"],
+          r["logical_type"],
+        ]),
+      );
+    expect(await logical(out)).toEqual(await logical(input));
+    // Row for row against the input, in DuckDB: the same instants, dates and bytes, NaN where it was NaN.
+    const same = await query(`SELECT count(*) AS n FROM '${input}' i JOIN '${out}' o USING (id)
+      WHERE i.ts = o.ts AND i.tms = o.tms AND i.tns = o.tns AND i.tz = o.tz AND i.d = o.d
+        AND (i.b IS NULL AND o.b IS NULL OR from_base64(o.b) = i.b)
+        AND (isnan(i.x) AND isnan(o.x) OR i.x = o.x)`);
+    expect(same).toEqual([{ n: 40 }]);
+    expect(await query(`SELECT count(*) AS n FROM '${out}' WHERE isnan(x)`)).toEqual([{ n: 6 }]);
+    expect(await query(`SELECT count(*) AS n FROM '${out}' WHERE isinf(x)`)).toEqual([{ n: 1 }]);
+
+    // The same journal as CSV and as JSONL: CSV says NaN and Infinity, JSON has no word for them (null).
+    const csv = join(dir, "kinds.csv");
+    expect((await run(csv, `${out}.journal`)).verdict).toBe("done");
+    const { parse } = await import("csv-parse/sync");
+    const rows = parse(readFileSync(csv), { columns: true }) as Record<string, string>[];
+    expect(rows[0]).toMatchObject({ x: "NaN", ts: "2026-11-01T09:00:00.123456", tz: "2026-11-01T09:00:00.123456Z", d: "1969-12-30" });
+    expect(rows[3]).toMatchObject({ x: "Infinity", tns: "2026-11-01T09:00:03.123456789" });
+    expect(await query(`SELECT count(*) AS n FROM read_csv('${csv}') WHERE isnan(x)`)).toEqual([{ n: 6 }]);
+    const jsonl = join(dir, "kinds.jsonl");
+    expect((await run(jsonl, `${out}.journal`)).verdict).toBe("done");
+    const lines = readFileSync(jsonl, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { fields: Record<string, unknown> });
+    expect(lines[0]?.fields).toMatchObject({ x: null, d: "1969-12-30", tms: "2026-11-01T09:00:00.123" });
+    expect(lines[1]?.fields["x"]).toBe(0.125);
   });
 });
 

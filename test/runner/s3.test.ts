@@ -129,6 +129,23 @@ describe.skipIf(RGW_MISSING.length > 0)("S3 on Ceph RGW", () => {
     expect(new Set(rows.map((x) => x.source))).toEqual(new Set(["s3://data/batch/part-1.jsonl", "s3://data/batch/part-2.jsonl"]));
   }, 60_000);
 
+  it("names the files of an id repeated across the objects of a prefix (it said 'lines 1 and 1')", async () => {
+    // Each night's part restarts its line numbers: s20 is line 1 of both.
+    await put("dups/part-1.jsonl", records(20, 2));
+    await put("dups/part-2.jsonl", records(20, 1));
+    const out = join(dir, "dups.jsonl");
+    const r = await inProcess(["run", "s3://data/dups/", "--job", jobFile(), "-o", out]);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = JSON.parse(readFileSync(`${out}.usage.json`, "utf8")) as { duplicate_ids: unknown };
+    expect(summary.duplicate_ids).toEqual({
+      rows: 1,
+      examples: [{ id: "s20", first_line: 1, line: 1, first_source: "s3://data/dups/part-1.jsonl", source: "s3://data/dups/part-2.jsonl" }],
+    });
+    expect(r.stderr).toMatch(
+      /1 row repeats an id an earlier row has, such as "s20" \(s3:\/\/data\/dups\/part-1\.jsonl line 1 and s3:\/\/data\/dups\/part-2\.jsonl line 1\)/,
+    );
+  }, 60_000);
+
   it("writes a large output by multipart upload (several 5 MiB parts)", async () => {
     // 1,500 records whose answers carry a long kept field: about 12 MB of output.
     const big = Array.from({ length: 1500 }, (_, i) => JSON.stringify({ id: `b${i}`, text: `r${i % 3}`, pad: "p".repeat(8000) })).join("\n");

@@ -111,6 +111,42 @@ describe("scheduler-grade runs", () => {
     expect([...received.values()].every((n) => n === 1)).toBe(true);
   }, 60_000);
 
+  // Before: the stop waited for every request queued in the limiter, one per window: exit 90 s after SIGTERM at --rpm 2, 182 s at --rpm 1.
+  for (const [rpm, signal, code] of [
+    ["2", "SIGTERM", 143],
+    ["1", "SIGINT", 130],
+  ] as const) {
+    it(`a stop at --rpm ${rpm} (${signal}) ends within its grace: what waits in the limiter is dropped unsent, and the rerun asks it`, async () => {
+      received.clear();
+      delayMs = 0;
+      const data = input(`rpm${rpm}`, 12);
+      const out = join(dir, `rpm${rpm}.out.jsonl`);
+      const summary = join(dir, `rpm${rpm}.summary.json`);
+      // The remote default concurrency (32): every record is read and queued behind the first.
+      const args = ["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", rpm, "--grace", "2s", "--summary-json", summary];
+      const run = start(args);
+      await until(() => journalAnswers(`${out}.journal`) >= 1, "the first answer in the journal");
+      const signalled = Date.now();
+      run.child.kill(signal);
+      const ended = await run.exited;
+      const seconds = (Date.now() - signalled) / 1000;
+      process.stdout.write(`${JSON.stringify({ figure: "stop at a low rpm", rpm: Number(rpm), signal, grace_s: 2, exit_s: seconds })}\n`);
+      expect(ended.code).toBe(code);
+      // The grace (2 s) bounds the ending, with room for a loaded machine; one window at this rpm is 30-60 s.
+      expect(seconds).toBeLessThan(6);
+      expect(JSON.parse(readFileSync(summary, "utf8"))).toMatchObject({ verdict: "stopped", requests: { sent: 1 } });
+      expect([...received.values()].reduce((a, b) => a + b, 0)).toBe(1);
+      expect(journalAnswers(`${out}.journal`)).toBe(1);
+      const rerun = await runCli(
+        args.map((a) => (a === rpm ? "1e6" : a)),
+        { cwd: dir, env: env() },
+      );
+      expect(rerun.code).toBe(0);
+      expect(rows(out)).toHaveLength(12);
+      expect([...received.values()].every((n) => n === 1)).toBe(true);
+    }, 90_000);
+  }
+
   it("SIGTERM while the CLI is still loading: stopped (143) with its line and --summary-json, not a silent death", async () => {
     const data = input("early", 20);
     const out = join(dir, "early.out.jsonl");
@@ -250,8 +286,16 @@ describe("scheduler-grade runs", () => {
     const out = join(dir, "l.out.jsonl");
     const args = ["run", data, "--job", job(), "-o", out, "--base-url", upstream.url, "--rpm", "1e6", "--concurrency", "2"];
     const first = start(args);
-    await until(() => existsSync(`${out}.journal.lock`), "the lock");
-    const holder = JSON.parse(readFileSync(`${out}.journal.lock`, "utf8")) as { pid: number };
+    // Until it names its holder: read between the lock's create and its write, it is empty for a moment.
+    const named = () => {
+      try {
+        return JSON.parse(readFileSync(`${out}.journal.lock`, "utf8")) as { pid: number };
+      } catch {
+        return undefined;
+      }
+    };
+    await until(() => named() !== undefined, "the lock naming its holder");
+    const holder = named() as { pid: number };
     const started = Date.now();
     const second = await runCli(args, { cwd: dir, env: env() });
     expect(second.code).toBe(7);

@@ -206,7 +206,7 @@ describe("outputs are the current input's records, each answered for its current
     expect((await runLifecycle(request(input, job, output, reworded))).verdict).toBe("done");
     expect(reworded.calls).toHaveLength(30);
     const calibrated = echo({ fingerprint: "system text v2" });
-    const shaping = { forceCalibration: false, auditSeed: 1, csvBom: false, calibration: "batch" };
+    const shaping = { forceCalibration: false, auditSeed: 1, formats: {}, calibration: "batch" };
     const end = await runLifecycle(request(input, job, output, calibrated, { shaping }));
     // Batch calibration refuses to flatten the fake's identical answers, or applies; either way nothing is asked.
     expect(["done", "bad-input"]).toContain(end.verdict);

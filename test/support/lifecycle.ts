@@ -14,7 +14,7 @@ export function lifecycleRequest(input: string, job: string, output: string, eva
   return {
     settings: { input, jobFile: job, model: "default", apiKeyEnv: "TYPED_EVAL_API_KEY", timeoutSeconds: 5, seed: 1, concurrency: 4 },
     places: { output, summaryJson: `${output}.summary.json` },
-    shaping: { forceCalibration: false, auditSeed: 1, csvBom: false },
+    shaping: { forceCalibration: false, auditSeed: 1, formats: {} },
     rpm: 1e9,
     tps: 1e12,
     maxRetries: 0,

@@ -8,6 +8,7 @@ import type { Job } from "../../records/job.js";
 import { formatBytes } from "../../records/text.js";
 import { valueAt, type SourceItem } from "../../records/source.js";
 import { fnv1a, mixedHash } from "../../records/hash.js";
+import { journaledValue } from "../../records/nonfinite.js";
 
 /** The dotted paths a job reads from each record (state, id, kept fields); undefined when the whole record is the state. */
 export function fieldsRead(job: Pick<Job, "state" | "id" | "keep">): string[] | undefined {
@@ -28,10 +29,33 @@ export function buildRequest(job: Job, record: unknown, line: number): Built {
   let state = job.state === undefined ? record : valueAt(record, job.state);
   if (state === undefined) return { ok: false, id, message: `record has no state field "${job.state}"` };
   if (state === null) return { ok: false, id, message: `state field "${job.state ?? "(record)"}" is null` };
+  const nothing = saysNothing(state);
+  if (nothing) return { ok: false, id, message: `state field "${job.state ?? "(record)"}" ${nothing}: nothing to label, not sent` };
   // The API takes text, objects and arrays: numbers and booleans are sent as their text.
   if (typeof state === "number" || typeof state === "boolean") state = String(state);
-  const keep = Object.fromEntries((job.keep ?? []).map((field) => [field, valueAt(record, field) ?? null]));
+  const keep = Object.fromEntries((job.keep ?? []).map((field) => [field, journaledValue(valueAt(record, field) ?? null)]));
   return { ok: true, id, keep, request: { state: state as EvaluatorRequest["state"], model: job.model, questions: job.questions } };
+}
+
+/**
+ * Text that holds no state, by the documented rule (docs/runner.md, Inputs):
+ * empty or blank, or the mark a spreadsheet or dataframe writes for a
+ * missing value. Such a record fails as itself, never sent or paid.
+ */
+const MISSING_MARKS = /^(nan|none|null|n\/a|#n\/a|undefined)$/i;
+
+/** Why a state says nothing (refused), or undefined. */
+function saysNothing(state: unknown): string | undefined {
+  if (typeof state !== "string") return undefined;
+  if (state.trim() === "") return state === "" ? "is empty" : "is blank";
+  if (MISSING_MARKS.test(state.trim())) return `is ${JSON.stringify(state)}, the mark of a missing value`;
+  return undefined;
+}
+
+/** Whether a state is a bare number (42, "3.5"): sent as its text, but more often a wrong state field (an id, a count) than a state; the check warns. */
+export function bareNumber(state: unknown): boolean {
+  if (typeof state === "number") return true;
+  return typeof state === "string" && state.trim() !== "" && Number.isFinite(Number(state.trim()));
 }
 
 /** A request's content as JSON: what its identity is hashed from, and within a few bytes the size of the body sent. */

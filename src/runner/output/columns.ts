@@ -10,6 +10,7 @@ import { kindOf as questionKind, unitAnswers, unitsOf } from "../../questions/in
 import type { AnswerEntry } from "../state/journal.js";
 import type { Column, ColumnKind } from "../../records/format.js";
 import { reviewReason, type ReviewVerdict } from "../../records/review.js";
+import { temporalKindOf } from "../../records/time-text.js";
 
 /** What one output row holds: the journal entry, the answers as written (calibrated or not), the raw ones, a review verdict. */
 export interface OutputRow {
@@ -92,7 +93,8 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
       { name: "audit", kind: "bool", value: (r) => r.review?.audit ?? false },
     );
   }
-  for (const field of keep) columns.push({ name: field, kind: kept?.get(field) ?? "json", value: (r) => r.entry.keep?.[field] });
+  // Kept cells are the input's text: a text format keeps a spreadsheet from running them (Column.fromInput).
+  for (const field of keep) columns.push({ name: field, kind: kept?.get(field) ?? "json", value: (r) => r.entry.keep?.[field], fromInput: true });
   for (const [name, { question }] of unitsOf(questions)) {
     columns.push(...questionColumns(name, question));
     if (shape.calibrated.has(name)) columns.push(...rawColumns(name, question));
@@ -109,9 +111,10 @@ export function flatColumns(questions: Record<string, Question>, keep: readonly 
 
 /**
  * The kind of each kept field, from every value it takes in the output: one
- * kind when all agree (whole numbers are `int`, any fraction makes the field
- * `double`), else JSON text, which holds any value. Nulls and missing values
- * do not count.
+ * kind when all agree (whole numbers are `int`, any fraction or NaN makes the
+ * field `double`; text that is every time a date, or a timestamp of one unit
+ * and zone, is that), text when all are text of different kinds, else JSON
+ * text, which holds any value. Nulls and missing values do not count.
  */
 export class KeptKindsOf {
   private readonly seen = new Map<string, ColumnKind | "none">();
@@ -125,8 +128,7 @@ export class KeptKindsOf {
       if (value === null || value === undefined) continue;
       const kind = kindOf(value);
       const before = this.seen.get(field);
-      if (before === "none") this.seen.set(field, kind);
-      else if (before !== kind) this.seen.set(field, (before === "int" && kind === "double") || (before === "double" && kind === "int") ? "double" : "json");
+      if (before !== kind) this.seen.set(field, before === "none" || before === undefined ? kind : joined(before, kind));
     }
   }
   kinds(): KeptKinds {
@@ -135,10 +137,21 @@ export class KeptKindsOf {
   }
 }
 
+const NUMBERS: ReadonlySet<ColumnKind> = new Set(["int", "double"]);
+/** Text of any kind: plain, or dates and timestamps (time-text.ts). */
+const isText = (kind: ColumnKind) => kind === "string" || kind === "date" || kind.startsWith("timestamp");
+
+/** The kind that holds values of two different kinds. */
+function joined(a: ColumnKind, b: ColumnKind): ColumnKind {
+  if (NUMBERS.has(a) && NUMBERS.has(b)) return "double";
+  if (isText(a) && isText(b)) return "string";
+  return "json";
+}
+
 function kindOf(value: unknown): ColumnKind {
   switch (typeof value) {
     case "string":
-      return "string";
+      return temporalKindOf(value) ?? "string";
     case "boolean":
       return "bool";
     case "number":

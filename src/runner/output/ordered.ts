@@ -13,6 +13,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import type { InputOrder } from "../input/order.js";
 import type { JournalIndex } from "../state/index.js";
 import type { AnswerEntry, ErrorEntry, KeepEntry } from "../state/journal.js";
+import { keptValues } from "../../records/nonfinite.js";
 
 const ZERO_USAGE = { input_tokens: 0, output_tokens: 0 };
 
@@ -85,6 +86,7 @@ export class OrderedRecords {
   private current(entry: AnswerEntry, key: number, reader: WindowReader, first: boolean): void {
     const rekept = this.index.rekept.get(key);
     if (rekept !== undefined && rekept > this.index.offsetOf(key)) entry.keep = (JSON.parse(reader.line(rekept)) as KeepEntry).keep;
+    if (entry.keep) keptValues(entry.keep);
     // Journals before ids named the original by its position in the input.
     if (typeof entry.dedup_of === "number") entry.dedup_of = String(entry.dedup_of);
     if (first) return;

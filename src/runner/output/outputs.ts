@@ -7,6 +7,7 @@
  * full disk or a stop never leaves an output that looks complete.
  */
 import { scrub } from "../../logging/secrets.js";
+import { existsSync, rmSync } from "node:fs";
 import { flatColumns, KeptKindsOf, type KeptKinds, type OutputRow, type RowShape } from "./columns.js";
 import type { Job } from "../../records/job.js";
 import { DuplicateIdWatch } from "./duplicate-ids.js";
@@ -14,7 +15,7 @@ import type { OrderedRecords, RecordEntry } from "./ordered.js";
 import type { OutputTarget, Sink } from "./targets.js";
 import { calibrateAnswers, type CalibrationMaps } from "../../calibration/apply.js";
 import type { Answer } from "../../api/schema.js";
-import type { RowEncoder, Table } from "../../records/format.js";
+import type { FormatSettings, RowEncoder, Table } from "../../records/format.js";
 import { encoderOf, type FileFormat } from "../../records/formats.js";
 import type { DuplicateIds } from "../../records/usage.js";
 import { auditKey, reviewVerdict, type ReviewPolicy } from "./review.js";
@@ -50,12 +51,12 @@ function answerRecord(shape: RowShape): (r: OutputRow) => Record<string, unknown
   };
 }
 
-/** What an encoder needs: the job, the row's shape, the kinds of kept fields (typed formats), the CSV BOM. */
+/** What an encoder needs: the job, the row's shape, the kinds of kept fields (typed formats), the format options given (`--csv-bom`). */
 export interface WriterSpec {
   job: Job;
   shape: RowShape;
   kept?: KeptKinds | undefined;
-  bom?: boolean | undefined;
+  formats?: FormatSettings | undefined;
 }
 
 /** The answers of a job as a table: its flat columns and its nested records, each format taking what it writes. */
@@ -65,7 +66,7 @@ export function answersTable(spec: WriterSpec): Table<OutputRow> {
 
 /** The encoder of answers rows in a file's format. */
 export function encoderFor(file: FileFormat, spec: WriterSpec): RowEncoder<OutputRow> {
-  return encoderOf(file, answersTable(spec), { bom: spec.bom });
+  return encoderOf(file, answersTable(spec), spec.formats);
 }
 
 export interface WrittenCounts {
@@ -85,6 +86,8 @@ export interface WrittenCounts {
   duplicateIds?: DuplicateIds | undefined;
   /** Mean label distribution per question before and after calibration: how far it moved the labels. */
   shares?: { before: Record<string, number[]>; after: Record<string, number[]> };
+  /** The review file an earlier run of this output left, removed once these outputs were final (this run routes no rows). */
+  formerReviewRemoved?: string | undefined;
 }
 
 /** How the answers are shaped on the way out. */
@@ -95,8 +98,14 @@ export interface OutputPolicy {
   review?: { policy: ReviewPolicy; target: OutputTarget } | undefined;
   /** Apply batch calibration even where it would flatten a skewed question (BATCH_MAX_MOVE). */
   forceBatch?: boolean | undefined;
-  /** Start delimited text outputs (CSV) with a UTF-8 byte order mark. */
-  csvBom?: boolean | undefined;
+  /** The format options given for writing (`--csv-bom`, `--csv-escape-formulas`), by flag. */
+  formats?: FormatSettings | undefined;
+  /**
+   * Where this output's review file is, when this run routes no rows to
+   * review (a local path): one an earlier run left there is removed once the
+   * outputs are final, as it belongs to answers that are no longer there.
+   */
+  formerReview?: string | undefined;
 }
 
 /** Where the outputs go: the answers (in their format) and the failed records. */
@@ -134,7 +143,7 @@ export async function writeOutputs(
   const kept = places.answers.format.format.typed && (job.keep ?? []).length > 0 ? keptKinds(records, job) : undefined;
   const maps = await calibrationMaps(records, job, policy);
   const shape: RowShape = { calibrated: new Set(maps?.keys() ?? []), review: false };
-  const writing = openOutputs(places, policy, { job, shape, kept, bom: policy.csvBom }, maps);
+  const writing = openOutputs(places, policy, { job, shape, kept, formats: policy.formats }, maps);
   try {
     for (const entry of records.rows()) {
       stop?.throwIfAborted();
@@ -152,6 +161,11 @@ export async function writeOutputs(
     throw error;
   }
   if (writing.before && writing.after) writing.counts.shares = { before: writing.before.priors(), after: writing.after.priors() };
+  // An earlier run's review rows beside answers that replaced theirs would send people rows of another labelling.
+  if (!policy.review && policy.formerReview !== undefined && existsSync(policy.formerReview)) {
+    rmSync(policy.formerReview, { force: true });
+    writing.counts.formerReviewRemoved = policy.formerReview;
+  }
   return writing.counts;
 }
 
@@ -215,7 +229,7 @@ function openOutputs(places: OutputPlaces, policy: OutputPolicy, spec: WriterSpe
 /** One record's row: an answer to the answers (and the review file when it is routed there), an error to the errors output. */
 async function writeRow(writing: Writing, entry: RecordEntry, job: Job, maps: CalibrationMaps | undefined, policy: OutputPolicy): Promise<void> {
   const { counts } = writing;
-  if (writing.duplicates.see(entry.id, entry.line)) counts.duplicateIds = writing.duplicates.result();
+  if (writing.duplicates.see(entry.id, entry.line, entry.source)) counts.duplicateIds = writing.duplicates.result();
   if (entry.k === "error") {
     await writing.errors.write(
       // The message scrubbed again: a journal written by an earlier release may hold what an endpoint echoed.

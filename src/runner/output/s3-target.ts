@@ -24,13 +24,19 @@ function stagingDir(): string {
   return env("TYPED_EVAL_STAGING");
 }
 
+/** Where the output at an S3 location is assembled before its upload: checked before the first request, as every place a run writes. */
+export function stagedPath(location: string): string {
+  const { bucket, key } = s3Object(location, "the output");
+  return join(stagingDir(), bucket, key);
+}
+
 /** An output assembled locally (every write checked, as a local file's), then uploaded to S3; kept locally, named in the error, if the upload fails. */
 export function s3Target(location: string, client: S3Client = s3Client()): OutputTarget {
   const { bucket, key } = s3Object(location, "the output");
   return {
     describe: location,
     open: () => {
-      const staged = join(stagingDir(), bucket, key);
+      const staged = stagedPath(location);
       mkdirSync(dirname(staged), { recursive: true });
       const send = (cut: AbortSignal): Promise<unknown> => {
         // One PUT, sent here rather than by Upload: Upload cannot cut its single request short, and a stop must.

@@ -9,7 +9,7 @@
  * flush and the close all reach the caller; none is only logged.
  */
 import { closeSync, fstatSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
-import { OutputClosedError } from "../../api/verdict.js";
+import { outputClosed } from "../../api/verdict.js";
 import { syncFolder } from "../../records/local-files.js";
 
 /** An output being written: chunks in (each awaited), then `commit` makes it final or `abort` discards it. */
@@ -41,13 +41,15 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
     const data = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
     pending = [];
     pendingBytes = 0;
-    for (let at = 0; at < data.length; ) at += writeSync(fd, data, at, data.length - at);
+    onDisk(path, () => {
+      for (let at = 0; at < data.length; ) at += writeSync(fd, data, at, data.length - at);
+    });
     written += data.length;
   };
   const close = () => {
     if (closed) return;
     closed = true;
-    closeSync(fd);
+    onDisk(path, () => closeSync(fd));
   };
   return {
     write: async (chunk) => {
@@ -62,7 +64,7 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
     },
     commit: async (stop) => {
       if (pendingBytes > 0) flush();
-      fsyncSync(fd);
+      onDisk(path, () => fsyncSync(fd));
       const size = fstatSync(fd).size;
       close();
       if (size !== written) throw Object.assign(new Error(`${partial} holds ${size} bytes, not the ${written} written`), { code: "EIO", path: partial });
@@ -78,6 +80,20 @@ export function partialFile(path: string, onCommitted?: (stop: AbortSignal | und
       }
     },
   };
+}
+
+/**
+ * Runs a write to the file at `path`: its error names the file (a write, a
+ * flush or a close says ENOSPC without a path, and "no space left on the
+ * device" alone does not say which output, on which disk).
+ */
+function onDisk<T>(path: string, work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    if (error instanceof Error && (error as NodeJS.ErrnoException).path === undefined) Object.assign(error, { path });
+    throw error;
+  }
 }
 
 /** Stdout as an output: each write waits for the pipe, and its errors end the write (EPIPE as the reader closing it). */
@@ -128,8 +144,8 @@ function detach(out: NodeJS.WriteStream, onError: (error: Error) => void): void 
 }
 
 function closedOrError(error: Error): Error {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === "EPIPE" || code === "ERR_STREAM_DESTROYED") return new OutputClosedError("whoever read the output closed it (EPIPE)", { cause: error });
+  const closed = outputClosed(error);
+  if (closed) return closed;
   // A write to stdout names no path: the message says which output it was (`-o - > /dev/full`).
   if ((error as NodeJS.ErrnoException).path === undefined) Object.assign(error, { path: "stdout" });
   return error;

@@ -1,7 +1,9 @@
 /**
  * How the answer stage ends early: the first ending wins (a stop, a store
  * failing, the endpoint given up on, a lock lost, a bug); the reading halts
- * at once. What happens to the requests in flight depends on why: after a
+ * at once, and so does every wait short of the wire (an attempt queued in
+ * the limiter, a backoff): those requests are dropped unsent, so the grace
+ * bounds the ending at any --rpm. What happens to the requests in flight depends on why: after a
  * stop, a store failing or the input failing they finish into the journal
  * within the grace (what was paid is kept), then are aborted; after a lost
  * lock, an endpoint given up on or a bug they are aborted at once. A second
@@ -17,7 +19,7 @@ const SECOND_SIGNAL = "a second signal stopped it at once: the requests in fligh
 const GRACE_OVER = (ms: number) => `the grace (${ms / 1000} s) ran out: the requests still in flight were abandoned, the records finished before it are kept`;
 
 export class RunEnding {
-  /** Aborted once anything ends the stage: no record is read or started any more. */
+  /** Aborted once anything ends the stage: no record is read or started any more, and no request waiting short of the wire is sent. */
   readonly halt = new AbortController();
   /** Aborted when the requests in flight must stop: every request listens on it. */
   readonly abort = new AbortController();
@@ -34,6 +36,8 @@ export class RunEnding {
   ) {
     // Every request in flight listens on `abort`: as many listeners as --concurrency, by design.
     setMaxListeners(Math.max(10, options.concurrency * 2 + 10), this.abort.signal);
+    // And on `halt`: each request waiting short of the wire (in the limiter, a backoff), as many as --concurrency.
+    setMaxListeners(Math.max(10, options.concurrency * 3 + 10), this.halt.signal);
     this.listen(options.stop, () => this.end({ verdict: "stopped", reason: "the records in flight finished and are kept" }));
     this.listen(options.now, () => {
       this.end({ verdict: "stopped", reason: SECOND_SIGNAL });

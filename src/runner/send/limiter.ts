@@ -75,8 +75,12 @@ class Window {
     this.slotMs = Math.max(1, windowMs / 500);
   }
 
-  /** Takes `n` units: at once (undefined) when the lease holds them and nobody waits, else a promise. */
-  take(n: number): Promise<void> | undefined {
+  /**
+   * Takes `n` units: at once (undefined) when the lease holds them and nobody
+   * waits, else a promise. One that `signal` aborts leaves the queue at once,
+   * rejected with its reason, having taken nothing.
+   */
+  take(n: number, signal?: AbortSignal): Promise<void> | undefined {
     const units = Math.max(1, Math.min(Math.ceil(n), this.size));
     if (this.waiting.length === 0 && this.local >= units) {
       this.local -= units;
@@ -84,7 +88,27 @@ class Window {
       return undefined;
     }
     return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ n: units, resolve, reject });
+      if (signal?.aborted) return reject(signal.reason);
+      const leave = () => {
+        const at = this.waiting.indexOf(waiter);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(signal?.reason);
+        // The one that was first may have held the others back.
+        if (at === 0) this.pump();
+      };
+      const waiter = {
+        n: units,
+        resolve: () => {
+          signal?.removeEventListener("abort", leave);
+          resolve();
+        },
+        reject: (error: unknown) => {
+          signal?.removeEventListener("abort", leave);
+          reject(error);
+        },
+      };
+      signal?.addEventListener("abort", leave, { once: true });
+      this.waiting.push(waiter);
       this.pump();
     });
   }
@@ -180,7 +204,10 @@ export class RunLimiter {
   /**
    * Runs `fn` once no hold is in force, the pace allows, and both windows
    * have room for one request of `tokens` estimated tokens. Every attempt
-   * comes through here, retries included.
+   * comes through here, retries included. `signal` ends the wait: an attempt
+   * still waiting when it aborts leaves the limiter at once, rejected with
+   * its reason, `fn` never called (at --rpm 2 a queue of 32 would otherwise
+   * hold a stopped run for 16 minutes).
    */
   async schedule<T>(tokens: number, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     for (let wait = this.heldUntil - this.now(); wait > 0; wait = this.heldUntil - this.now()) await sleep(wait, signal);
@@ -196,10 +223,11 @@ export class RunLimiter {
     } else {
       this.nextAt = 0;
     }
-    const t = this.tokens.take(Math.min(tokens, this.tokens.size));
+    const t = this.tokens.take(Math.min(tokens, this.tokens.size), signal);
     if (t) await t;
-    const r = this.requests.take(1);
+    const r = this.requests.take(1, signal);
     if (r) await r;
+    signal?.throwIfAborted();
     return fn();
   }
 

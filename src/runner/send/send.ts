@@ -40,7 +40,14 @@ export interface SenderOptions {
   maxRetries: number;
   /** Per attempt, for remote endpoints. */
   timeoutMs?: number | undefined;
+  /** Aborts the requests at the wire (a lost lock, the grace over, a second signal). */
   signal: AbortSignal;
+  /**
+   * Aborted once the run is ending (a stop, any ending): what has not reached
+   * the wire (an attempt waiting in the limiter, a backoff, a retry permit) is
+   * dropped at once, unsent (`NotSent`). Default: `signal`.
+   */
+  halt?: AbortSignal | undefined;
   /** The run's lock: checked before every attempt, so a run whose lock was taken over sends nothing more. */
   fence?: { assertHeld(): void } | undefined;
   /** For tests: the jitter. */
@@ -83,6 +90,19 @@ function outcomeOf(error: unknown): AttemptOutcome {
   return "failed";
 }
 
+/**
+ * A request the run dropped before it reached the wire: the run is ending
+ * (a stop, a store failing) and it was still waiting (in the limiter, a
+ * backoff, for a retry permit). Nothing was sent or paid for it; the record
+ * has no result, so the rerun asks it.
+ */
+export class NotSent extends Error {
+  override name = "NotSent";
+  constructor() {
+    super("the run ended before this request was sent");
+  }
+}
+
 export class Sender {
   readonly counts: SendCounts = { requests: 0, retries: 0, rateLimited: 0, overloaded: 0, wastedInput: 0 };
   /** What the answered requests were billed, against their characters: the figures `estimate --from-usage` projects from. */
@@ -96,6 +116,11 @@ export class Sender {
 
   constructor(private readonly options: SenderOptions) {}
 
+  /** The signal that ends every wait short of the wire. */
+  private get halt(): AbortSignal {
+    return this.options.halt ?? this.options.signal;
+  }
+
   /**
    * One request, with retries; every attempt goes through the limiter. The
    * run's first request first contacts the endpoint (reachable, the key
@@ -103,10 +128,12 @@ export class Sender {
    * key may not use or an address that is not the API costs one request,
    * not the batch in flight. Nothing is contacted before a record must be
    * asked: a rerun whose records are all journaled reaches no endpoint.
+   * Throws `NotSent` when the run ends while it waits short of the wire.
    */
   async send(request: EvaluatorRequest, estimate: number): Promise<Outcome> {
-    if (this.gate) {
-      await waitOpen(this.gate, this.options.signal);
+    const gate = this.gate;
+    if (gate) {
+      await this.waiting(() => waitOpen(gate, this.halt));
       return this.attempts(request, estimate);
     }
     let open = () => {};
@@ -143,8 +170,9 @@ export class Sender {
     const { limiter, signal } = this.options;
     for (let attempt = 0; ; attempt++) {
       signal.throwIfAborted();
+      if (this.halt.aborted) throw new NotSent();
       this.options.fence?.assertHeld();
-      if (attempt > 0) await limiter.retryPermit(signal);
+      if (attempt > 0) await this.waiting(() => limiter.retryPermit(this.halt));
       try {
         const evaluation = await this.attempt(request, estimate, attempt);
         opened?.();
@@ -156,30 +184,49 @@ export class Sender {
         const final = this.failed(error, estimate, attempt);
         opened?.();
         if (final) return final;
-        await this.backOff(error, attempt);
+        await this.waiting(() => this.backOff(error, attempt));
       }
     }
   }
 
-  /** One attempt through the limiter, counted at the wire. */
-  private attempt(request: EvaluatorRequest, estimate: number, attempt: number): Promise<Evaluation> {
+  /** A wait short of the wire: cut by the run's ending, as `NotSent`. */
+  private async waiting(wait: () => Promise<void>): Promise<void> {
+    try {
+      await wait();
+    } catch (error) {
+      // Aborted outright (a lost lock, a second signal): as before, the abort's reason. Only halted: dropped unsent.
+      if (this.options.signal.aborted) throw this.options.signal.reason;
+      if (this.halt.aborted) throw new NotSent();
+      throw error;
+    }
+  }
+
+  /** One attempt through the limiter (its wait cut by the run's ending), counted at the wire. */
+  private async attempt(request: EvaluatorRequest, estimate: number, attempt: number): Promise<Evaluation> {
     const { evaluator, limiter, signal } = this.options;
-    return limiter.schedule(
-      estimate,
-      () => {
-        // Again at the wire: the limiter may have held this attempt for long.
-        this.options.fence?.assertHeld();
-        this.counts.requests++;
-        if (attempt > 0) this.counts.retries++;
-        return evaluator.evaluate(request, {
-          retryCount: attempt,
-          signal,
-          once: true,
-          ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}),
-        });
-      },
-      signal,
-    );
+    let sent = false;
+    try {
+      return await limiter.schedule(
+        estimate,
+        () => {
+          // Again at the wire: the limiter may have held this attempt for long.
+          this.options.fence?.assertHeld();
+          sent = true;
+          this.counts.requests++;
+          if (attempt > 0) this.counts.retries++;
+          return evaluator.evaluate(request, {
+            retryCount: attempt,
+            signal,
+            once: true,
+            ...(this.options.timeoutMs ? { timeoutMs: this.options.timeoutMs } : {}),
+          });
+        },
+        this.halt,
+      );
+    } catch (error) {
+      if (!sent && this.halt.aborted && !(error instanceof VerdictError)) throw new NotSent();
+      throw error;
+    }
   }
 
   /**
@@ -189,6 +236,7 @@ export class Sender {
    */
   private failed(error: unknown, estimate: number, attempt: number): Outcome | undefined {
     const { limiter, signal, maxRetries } = this.options;
+    if (error instanceof NotSent) throw error;
     if (signal.aborted) throw signal.reason;
     // A lock lost or a store failing (from the fence) ends the run; so does an abort of our own, a refused key, an address that is not the API.
     if (error instanceof VerdictError) throw error;
@@ -206,7 +254,7 @@ export class Sender {
 
   /** Waits before the next attempt: the server's delay when it gave one, else a jittered backoff. */
   private async backOff(error: unknown, attempt: number): Promise<void> {
-    const { limiter, signal } = this.options;
+    const { limiter } = this.options;
     const random = this.options.random ?? Math.random;
     const serverDelay =
       (error instanceof RateLimitError || error instanceof OverloadedError) && error.serverDelay && error.retryAfterMs <= DEFAULT_RETRY.maxServerDelayMs
@@ -217,10 +265,10 @@ export class Sender {
       // record itself also waits its own backoff (the server's delay is a floor): a 429 storm longer than a few
       // short holds would otherwise use up its retries inside the storm (4 of 108 records, in 700 ms of 40 ms holds).
       limiter.hold(serverDelay);
-      await sleep(backoffMs(attempt, DEFAULT_RETRY, random), signal);
+      await sleep(backoffMs(attempt, DEFAULT_RETRY, random), this.halt);
     } else {
       // Sporadic failures are this request's own: back off with jitter, the run goes on.
-      await sleep(serverDelay ?? backoffMs(attempt, DEFAULT_RETRY, random), signal);
+      await sleep(serverDelay ?? backoffMs(attempt, DEFAULT_RETRY, random), this.halt);
     }
   }
 }

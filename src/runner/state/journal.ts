@@ -5,7 +5,22 @@
  * rerunning reads the journal and skips what it holds. Outputs are written
  * from the journal, so they never hold a record twice.
  */
-import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  createReadStream,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeSync,
+} from "node:fs";
 import type { Answer, Usage } from "../../api/schema.js";
 import type { BillingSums } from "../../api/billing.js";
 import { InvocationError } from "../../api/errors.js";
@@ -109,6 +124,26 @@ export interface JournalOptions {
   input?: string | undefined;
   /** Whether the job's records have ids (see `JournalIndex`). */
   byId?: boolean | undefined;
+  /** Told, in one line, when the journal held what no run wrote (it is kept aside, and its records asked again). */
+  onUnreadable?: ((message: string) => void) | undefined;
+}
+
+/** The kinds of entry a run writes: a line that parses to anything else is not a journal's. */
+const KINDS = new Set(["answer", "error", "run", "input", "keep"]);
+
+/** A journal line as an entry, or undefined when no run wrote it (garbage, a line of another file). */
+function parseEntry(text: string): Entry | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const entry = value as { k?: unknown; id?: unknown };
+  if (typeof entry.k !== "string" || !KINDS.has(entry.k)) return undefined;
+  if ((entry.k === "answer" || entry.k === "error") && typeof entry.id !== "string") return undefined;
+  return value as Entry;
 }
 
 export class Journal {
@@ -134,13 +169,22 @@ export class Journal {
     let belongs: string | undefined;
     let records = 0;
     if (existsSync(path) && statSync(path).size > 0) {
+      // A tail no crash leaves (not the start of an entry: zeros a failing disk left, garbage) is not cut off in silence.
+      if (garbageTail(path)) return Journal.reopenReadable(path, options);
       repairTail(path);
-      for await (const { entry, offset } of entriesWithOffsets(path)) {
+      let unreadable = false;
+      for await (const { text, offset } of linesWithOffsets(path)) {
+        const entry = parseEntry(text);
+        if (entry === undefined) {
+          unreadable = true;
+          continue;
+        }
         if (entry.k === "answer" || entry.k === "error") records++;
         if (entry.k === "run") runs.push(entry);
         else if (entry.k === "input") belongs ??= entry.input;
         else indexEntry(index, entry, offset, false);
       }
+      if (unreadable) return Journal.reopenReadable(path, options);
     }
     if (input !== undefined && belongs !== undefined && belongs !== input && records === 0) {
       // A run that failed before finishing any record (a wrong input, a store that was down) binds nothing.
@@ -157,6 +201,22 @@ export class Journal {
     const journal = new Journal(path, fd, fstatSync(fd).size);
     if (input !== undefined && belongs === undefined) journal.append({ k: "input", input });
     return { journal, index, runs };
+  }
+
+  /**
+   * A journal holding lines no run wrote: the file as it was is kept aside
+   * (`<journal>.unreadable-<time>`), the journal keeps its readable entries,
+   * and the run is told loudly, since the records of the lost lines are
+   * asked (and paid) again. Then opened as any journal.
+   */
+  private static async reopenReadable(path: string, options: JournalOptions): Promise<OpenedJournal> {
+    const keptAt = `${path}.unreadable-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+    copyFileSync(path, keptAt);
+    const dropped = await keepReadable(path);
+    options.onUnreadable?.(
+      `the journal ${path} held ${dropped.lines} line${dropped.lines === 1 ? "" : "s"} (${dropped.bytes} bytes) that no run wrote (a disk or file system that failed, or another program): the records they held, if any, are asked and paid again; the journal as it was is kept at ${keptAt}`,
+    );
+    return Journal.open(path, options);
   }
 
   /**
@@ -202,30 +262,89 @@ export function indexEntry(index: JournalIndex, entry: AnswerEntry | ErrorEntry 
   index.markKeep(key, keptHash(entry.keep));
 }
 
+/**
+ * Whether a journal ends in what no crash leaves: a run writes each entry
+ * whole with one write, so a torn last line is always the start of an entry
+ * (`{"k":"`); zeros (a disk that lost the data of a size it kept) or garbage
+ * are not, and are set aside with a warning rather than cut off unsaid.
+ */
+function garbageTail(path: string): boolean {
+  const size = statSync(path).size;
+  const end = lastLineStart(path, size);
+  if (end === size) return false;
+  const fd = openSync(path, "r");
+  try {
+    const head = Buffer.alloc(Math.min(6, size - end));
+    readSync(fd, head, 0, head.length, end);
+    return !'{"k":"'.startsWith(head.toString("latin1"));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Where a file's last line starts: just after its last newline (0 without one; `size` when it ends in one). */
+function lastLineStart(path: string, size: number): number {
+  const fd = openSync(path, "r");
+  try {
+    const chunk = Buffer.alloc(Math.min(size, 1 << 20));
+    for (let position = size; position > 0; ) {
+      const length = Math.min(chunk.length, position);
+      position -= length;
+      const n = readSync(fd, chunk, 0, length, position);
+      const at = chunk.subarray(0, n).lastIndexOf(0x0a);
+      if (at >= 0) return position + at + 1;
+    }
+    return 0;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Rewrites a journal with only its readable entries (whole lines that parse as entries); returns what was dropped. */
+async function keepReadable(path: string): Promise<{ lines: number; bytes: number }> {
+  const temp = `${path}.${process.pid}.readable`;
+  const fd = openSync(temp, "w");
+  let kept = 0;
+  try {
+    for await (const { text } of linesWithOffsets(path)) {
+      if (parseEntry(text) === undefined) continue;
+      const line = Buffer.from(`${text}\n`);
+      for (let at = 0; at < line.length; ) at += writeSync(fd, line, at, line.length - at);
+      kept += line.length;
+    }
+    fsyncSync(fd);
+  } catch (error) {
+    closeSync(fd);
+    rmSync(temp, { force: true });
+    throw error;
+  }
+  closeSync(fd);
+  const size = statSync(path).size;
+  const lines = await countLines(path);
+  renameSync(temp, path);
+  return { lines: lines.total - lines.readable, bytes: size - kept };
+}
+
+/** The journal's lines (a last one without its newline included) and how many of them parse as entries. */
+async function countLines(path: string): Promise<{ total: number; readable: number }> {
+  let total = 0;
+  let readable = 0;
+  for await (const { text } of linesWithOffsets(path)) {
+    total++;
+    if (parseEntry(text) !== undefined) readable++;
+  }
+  // A last line without its newline: not yielded by the reader, dropped all the same.
+  const size = statSync(path).size;
+  if (lastLineStart(path, size) < size) total++;
+  return { total, readable };
+}
+
 /** Truncates a journal after its last complete line (a crash can leave half a line). */
 function repairTail(path: string): void {
   const size = statSync(path).size;
   if (size === 0) return;
-  const fd = openSync(path, "r");
-  try {
-    const tail = Buffer.alloc(Math.min(size, 1 << 20));
-    let position = size;
-    // Walk back to the last newline.
-    while (position > 0) {
-      const length = Math.min(tail.length, position);
-      position -= length;
-      const bytesRead = readSync(fd, tail, 0, length, position);
-      const at = tail.subarray(0, bytesRead).lastIndexOf(0x0a);
-      if (at >= 0) {
-        const end = position + at + 1;
-        if (end < size) truncateSync(path, end);
-        return;
-      }
-    }
-    truncateSync(path, 0);
-  } finally {
-    closeSync(fd);
-  }
+  const end = lastLineStart(path, size);
+  if (end < size) truncateSync(path, end);
 }
 
 /** Every entry of a journal, in order; lines that do not parse are skipped. */

@@ -20,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
-import { LockLostError } from "../../api/verdict.js";
+import { LOCKED_NEXT, LockLostError } from "../../api/verdict.js";
 
 export interface LockHolder {
   host: string;
@@ -48,8 +48,15 @@ export class LockedError extends Error {
               ? `Wait for it to finish; if that run is gone, a rerun takes its lock over once its heartbeat has stood still for ${stale}`
               : `Wait for it to finish${holder.host === hostname() ? "" : `, or if that run is gone, delete ${path}`}`
           }`
-        : `another run holds ${path} (its lock is unreadable)${stale ? `; a rerun takes it over once it has stood still for ${stale}` : `; if no run is going, delete ${path}`}`,
+        : stale
+          ? `another run holds ${path} (its lock is unreadable); a rerun takes it over once it has stood still for ${stale}`
+          : `${path} is in the way of this run's lock, but names no run (it is empty, or not a lock typed-eval wrote)`,
     );
+  }
+
+  /** What to do next when the table's "wait" would mislead: a local lock naming no run is released by nothing (api/verdict.ts words it). */
+  get next(): string | undefined {
+    return this.holder === undefined && this.staleMs === undefined ? LOCKED_NEXT.unreadable(this.path) : undefined;
   }
 }
 
@@ -115,6 +122,11 @@ function create(path: string, holder: LockHolder): boolean {
   return true;
 }
 
+/** Waits `ms` without returning to the event loop (the lock is taken synchronously). */
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
 /** A takeover file left by a run killed mid-takeover is stale after this long. */
 const TAKEOVER_STALE_MS = 10_000;
 
@@ -123,7 +135,8 @@ export function acquireLock(path: string, summary?: string): Lock {
   const me: LockHolder = { host: hostname(), pid: process.pid, started: new Date().toISOString(), nonce: randomUUID(), ...(summary ? { summary } : {}) };
   const lock = fencedLock(path, me);
   if (create(path, me)) return lock;
-  const holder = readHolder(path);
+  // A lock read between another run's create and its write is empty for a moment: read it again before calling it garbage.
+  const holder = readHolder(path) ?? (pause(50), readHolder(path));
   const stale = holder !== undefined && deadHere(holder, me);
   if (!stale) throw new LockedError(path, holder);
   const takeover = `${path}.takeover`;
