@@ -3,7 +3,8 @@
  * the tests: test/support/rgw.ts): `report` and `assess` read the errors file
  * and usage summary beside `s3://` answers, or where `--errors` and
  * `--usage` name them in S3, as they read them beside a local copy (the
- * answered cell, the usage and cost section, the model). A named file that
+ * answered cell, the usage and cost section, the model; an earlier run's
+ * model for --compare; calibrate's model identity). A named file that
  * cannot be read is one line, exit 2.
  */
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -97,6 +98,16 @@ describe.skipIf(RGW_MISSING.length > 0)("the gate on S3 answers (Ceph RGW)", () 
     expect(a.failed_rows).toBe(7);
     expect(a.provenance?.model_identity).toBe(IDENTITY_FILE);
     for (const q of a.verdict.questions) expect(q.cells.answered.text).toBe("300 answered, 7 failed (2.3%)");
+  }, 60_000);
+
+  it("report --compare s3://... names the earlier run's model from its usage summary in S3; calibrate records the identity beside s3:// answers", async () => {
+    const r = await reportJson([local, "--compare", `s3://${BUCKET}/answers/part-1-4.jsonl`, "-o", join(dir, "compare.html")]);
+    expect(r.compare?.model_identity).toBe(IDENTITY_FILE);
+    expect(r.verdict.model.changed).toBe(false);
+    const c = await cli(["calibrate", `s3://${BUCKET}/answers/part-1-4.jsonl`, "--gold", "gold.csv", "-o", "cal.json"]);
+    expect(c.code, c.stderr).toBe(0);
+    expect(c.stderr).not.toMatch(/no model identity is known/);
+    expect(JSON.parse(readFileSync(join(dir, "cal.json"), "utf8"))).toMatchObject({ identity: IDENTITY_FILE, model: MODEL });
   }, 60_000);
 
   it.each([
