@@ -167,7 +167,7 @@ export function fitMap(data: FitData, method: "temperature" | "platt", rows?: In
 
   let current = evaluate(theta, true);
   for (let iteration = 0; iteration < 100; iteration++) {
-    const step = solve(current.h as Float64Array, current.g, dim);
+    const step = solveLinear(current.h as Float64Array, current.g, dim);
     let scale = 1;
     let next: Float64Array | undefined;
     let nextLoss = Infinity;
@@ -197,7 +197,7 @@ export function fitMap(data: FitData, method: "temperature" | "platt", rows?: In
 }
 
 /** Solves H x = g by Gaussian elimination with partial pivoting (dim is at most 256). */
-function solve(h: Float64Array, g: Float64Array, dim: number): Float64Array {
+export function solveLinear(h: Float64Array, g: Float64Array, dim: number): Float64Array {
   const a = Float64Array.from(h);
   const x = Float64Array.from(g);
   for (let c = 0; c < dim; c++) {

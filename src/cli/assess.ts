@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from "yargs";
 import type { ArgsOf } from "./args.js";
 import { type Assessment, describeAssessment, joinGold, parseConditions } from "../quality/assess.js";
-import { describeThresholds, thresholds } from "../quality/thresholds.js";
+import { describeThresholds, MIN_SUPPORT, thresholds } from "../quality/thresholds.js";
 import { displayPath } from "../quality/html.js";
 import { checkGate, measure } from "../quality/measure.js";
 import { qualityPage } from "../quality/pages.js";
@@ -16,7 +16,7 @@ import { checkWritableFile, writeWholeFile } from "../records/local-files.js";
 import { favourSize, jobQuestions } from "./quality-setup.js";
 import { extensionsText, outputFormat } from "../records/formats.js";
 
-/** Options of the commands that join answers with gold labels and bootstrap: assess and thresholds. */
+/** Options of the commands that join answers with gold labels: assess and thresholds. */
 function withGoldOptions<T>(y: Argv<T>) {
   return y
     .positional("answers", {
@@ -31,13 +31,13 @@ function withGoldOptions<T>(y: Argv<T>) {
     })
     .option("job", { alias: "j", type: "string", describe: "the job file (option order, level texts, id field); default: read from the answers" })
     .option("id-field", { type: "string", describe: "gold field holding the record id (default: id, else the job's id field)" })
-    .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))
-    .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
     .option("allow-unmatched", { type: "boolean", default: false, describe: "go on when some gold ids are not in the answers (they are reported)" });
 }
 
 function withAssessOptions<T>(y: Argv<T>) {
   return withGoldOptions(y)
+    .option("seed", numeric("seed", { integer: true }, { default: 1, describe: "bootstrap and noise-floor seed: the same seed gives the same numbers" }))
+    .option("bootstrap", numeric("bootstrap", { integer: true, min: 0, max: 100_000 }, { default: 200, describe: "bootstrap draws for the 95% intervals" }))
     .option("json", { type: "boolean", default: false, describe: "print the assessment and its verdict as JSON" })
     .option("html", { type: "string", describe: "write a self-contained HTML report here" })
     .option("compare", {
@@ -135,10 +135,19 @@ export const assessCommand: CommandModule<object, ArgsOf<typeof withAssessOption
 };
 
 function withThresholdOptions<T>(y: Argv<T>) {
+  const target = (what: string) => numeric(`target-${what}`, { above: 0, max: 1 }, { describe: `${what} the accepted rows must reach, e.g. 0.95` });
   return withGoldOptions(y)
+    .option("target-accuracy", target("accuracy"))
+    .option("target-precision", { ...target("precision"), describe: "precision of --class among the accepted rows answered with it, e.g. 0.9" })
+    .option("target-recall", { ...target("recall"), describe: "recall of --class among the accepted rows whose gold is it, e.g. 0.9" })
+    .option("class", { type: "string", describe: "the class a precision or recall target is for: question=label (e.g. team=fraud)" })
     .option(
-      "target-accuracy",
-      numeric("target-accuracy", { above: 0, max: 1 }, { demandOption: true, describe: "accuracy the accepted rows must reach, e.g. 0.95" }),
+      "min-support",
+      numeric(
+        "min-support",
+        { integer: true, min: 1 },
+        { default: MIN_SUPPORT, describe: "fewest rows the target figure may rest on at the threshold picked" },
+      ),
     )
     .option("json", { type: "boolean", default: false, describe: "print JSON" });
 }
@@ -146,11 +155,19 @@ function withThresholdOptions<T>(y: Argv<T>) {
 /** `typed-eval thresholds`: per-question review thresholds for a target accuracy, from gold labels. */
 export const thresholdsCommand: CommandModule<object, ArgsOf<typeof withThresholdOptions>> = {
   command: "thresholds <answers>",
-  describe: "Pick per-question review thresholds that reach a target accuracy on gold labels, with the coverage each gives",
+  describe: "Pick per-question review thresholds that reach a target accuracy (or a class's precision or recall) on gold labels, with the coverage each gives",
   builder: withThresholdOptions,
   handler: async (args) => {
     favourSize();
-    const target = args["target-accuracy"];
+    const given = (["accuracy", "precision", "recall"] as const).flatMap((metric) => {
+      const value = args[`target-${metric}`];
+      return value === undefined ? [] : [{ metric, value, class: args.class }];
+    });
+    const target = given[0];
+    if (!target || given.length > 1)
+      throw new UsageError("thresholds takes one target: --target-accuracy, or --target-precision or --target-recall with --class");
+    if (target.metric === "accuracy" && args.class !== undefined)
+      throw new UsageError("--class goes with --target-precision or --target-recall, not --target-accuracy");
     const { questions, idField } = jobQuestions(args.job);
     const joined = await joinGold(args.answers, args.gold, {
       questions,
@@ -158,7 +175,7 @@ export const thresholdsCommand: CommandModule<object, ArgsOf<typeof withThreshol
       jobIdField: idField,
       allowUnmatched: args["allow-unmatched"],
     });
-    const list = thresholds(joined, target, { seed: args.seed, bootstrap: args.bootstrap });
+    const list = thresholds(joined, target, { minSupport: args["min-support"] });
     process.stdout.write(args.json ? `${JSON.stringify(list, null, 2)}\n` : `${describeThresholds(list)}\n`);
   },
 };

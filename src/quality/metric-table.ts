@@ -667,7 +667,7 @@ export const VERDICT_LIMITS = {
   eceAct: 0.05,
   /** Agreement with the earlier run under this: worth a look. */
   agreementLook: 0.9,
-  /** Share of gold rows that are suspects. */
+  /** The estimated share of wrong gold labels (net of the model's own doubt): look at this estimate (or an interval reaching the second), act when the whole 95% interval is at or above the second. */
   suspectsLook: 0.03,
   suspectsAct: 0.1,
   /** The weakest class's recall and the least precise class's precision: the interval's bottom for ok, its top for act. */
@@ -687,7 +687,8 @@ export interface Evidence {
   /** `inSample`: the gold rows are mostly those the calibration the answers carry was fitted on. */
   calibration: { ece: number; noiseP95: number; debiased: readonly [number, number]; inSample: boolean };
   drift: { psi: number; agreement: number | undefined; modelChanged: boolean };
-  suspects: { suspects: number; rows: number };
+  /** The estimated share of wrong gold labels and its 95% interval. */
+  suspects: { noise: number; interval: readonly [number, number] };
   /** The weakest class's recall interval, and the least precise class's precision interval (absent when the model answers with no class). */
   weakest_class: { recall: readonly [number, number]; precision?: readonly [number, number] | undefined };
 }
@@ -737,11 +738,8 @@ export const VERDICT_COLUMNS: { [K in ColumnKey]: VerdictColumn<K> } = {
   suspects: {
     key: "suspects",
     label: "suspects",
-    rule: `Gold labels the answers confidently contradict (assess --suspects), as a share of the gold rows. act: ${share(L.suspectsAct)} or more; look: ${share(L.suspectsLook)} or more; ok: fewer.`,
-    mark: ({ suspects, rows }) => {
-      const rate = suspects / (rows || 1);
-      return rate >= L.suspectsAct ? "act" : rate >= L.suspectsLook ? "look" : "ok";
-    },
+    rule: `The estimated share of wrong gold labels (assess --suspects), net of what the model's own recalibrated doubt explains (on a score, a wrong label is one a level away), with its 95% interval; the count of suspect rows is shown beside it. act: the interval's bottom is ${share(L.suspectsAct)} or more; look: the estimate is ${share(L.suspectsLook)} or more, or the interval's top is ${share(L.suspectsAct)} or more (too few rows to tell); ok: otherwise.`,
+    mark: ({ noise, interval: [lo, hi] }) => (lo >= L.suspectsAct ? "act" : noise >= L.suspectsLook || hi >= L.suspectsAct ? "look" : "ok"),
   },
   weakest_class: {
     key: "weakest_class",

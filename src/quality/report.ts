@@ -16,7 +16,7 @@ import { fillLevels, provenanceOf, type Provenance } from "./provenance.js";
 import { type ErrorsTally, readErrors, readUsage, sidecarPlace } from "./sidecars.js";
 import { displayPath, escapeHtml, table } from "./html.js";
 import { num, pct, plural, tally } from "./numbers.js";
-import type { SuspectSummary } from "./suspects.js";
+import { noiseText, type SuspectSummary } from "./suspects.js";
 import type { GateRecord } from "./gate.js";
 
 const BINS = 20;
@@ -381,7 +381,7 @@ export async function runReport(answersPath: string, options: ReportOptions): Pr
 export function suspectsHtml(question: string, s: SuspectSummary): string {
   const q = s.questions.find((x) => x.question === question);
   const count = q?.suspects ?? 0;
-  const how = `Method ${escapeHtml(s.method)}; confident learning estimates ${pct(q?.estimated_noise ?? 0)} of this question's gold labels wrong.`;
+  const how = `Method ${escapeHtml(s.method)}${q ? `; ${escapeHtml(noiseText(q))}` : ""}. The rows listed are the model's confident contradictions, its own mistakes among them: more rows than wrong labels where the model is often wrong.`;
   if (!q || count === 0) return `<h3>Suspect gold labels</h3><p class="muted">None: no gold label here is contradicted with unusual confidence. ${how}</p>`;
   return `<h3>Suspect gold labels: ${plural(count, "row")}${s.file ? ` (in ${escapeHtml(displayPath(s.file))})` : ""}</h3><p class="muted">${how} Sorted by margin, the model's probability of its label less its probability of the gold label, largest first.</p>${table(
     ["id", "gold label", "model's label", "margin ↓", "p(model's label)", "p(gold label)"],

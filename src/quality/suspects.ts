@@ -15,7 +15,10 @@ import type { Rows } from "./rows.js";
 import type { Column, ColumnKind, Table } from "../records/format.js";
 import { encoderOf, outputFormat } from "../records/formats.js";
 import { orderBy } from "./metrics.js";
+import { pct, plural } from "./numbers.js";
 import { findSuspects, SUSPECT_METHODS, type SuspectMethod } from "./confident-learning.js";
+import { estimateNoise, type NoiseKernel } from "./label-noise.js";
+import { kindOf } from "../questions/index.js";
 
 export { SUSPECT_METHODS, type SuspectMethod } from "./confident-learning.js";
 
@@ -48,8 +51,26 @@ export interface QuestionSuspects {
   rows: number;
   suspects: number;
   share: number;
-  /** 1 - trace(Q): the share of this question's gold labels confident learning estimates to be wrong. */
+  /**
+   * The share of this question's gold labels estimated to be wrong, net of
+   * what the model's own recalibrated uncertainty explains (label-noise.ts):
+   * a disagreement the model's doubt accounts for is the model's slip, not a
+   * wrong label.
+   */
   estimated_noise: number;
+  /** Its 95% interval (profile likelihood). */
+  noise_interval: [number, number];
+  /** What a wrong label is taken to be: any other option (noul, choice) or a neighbouring level (a type with ordered levels). */
+  noise_kernel: NoiseKernel;
+  /** The rows the estimate was computed on (at most label-noise's SAMPLE, the first in record-key order). */
+  noise_rows: number;
+  /**
+   * Confident learning's 1 - trace(Q): every confident disagreement counted
+   * as a wrong label, the model's own confident mistakes included, so it
+   * reads high wherever the model is often wrong (a score's neighbouring
+   * levels above all). Kept for comparison with cleanlab.
+   */
+  confident_joint_noise: number;
   /** Option -> t_j, the mean probability of j on rows gold-labelled j; null when no row is gold-labelled j (j is never a confident label). */
   thresholds: Record<string, number | null>;
   /** This question's most suspect rows (up to `TOP`), largest margin first. */
@@ -172,13 +193,18 @@ export class Suspects {
     let trace = 0;
     for (let j = 0; j < k; j++) trace += found.joint[j * k + j] as number;
     const t = found.thresholds;
+    const noise = estimateNoise(rows, { kernel: kindOf(info.type).ordered ? "neighbour" : "any-other", keys: { hi: rows.hi, lo: rows.lo } });
     this.perQuestion.push({
       question: info.name,
       type: info.type,
       rows: n,
       suspects: m,
       share: n > 0 ? m / n : 0,
-      estimated_noise: n > 0 ? 1 - trace / n : 0,
+      estimated_noise: noise.estimate,
+      noise_interval: noise.interval,
+      noise_kernel: noise.kernel,
+      noise_rows: noise.rows,
+      confident_joint_noise: n > 0 ? 1 - trace / n : 0,
       thresholds: Object.fromEntries(info.labels.map((l, j) => [l, Number.isNaN(t[j] as number) ? null : (t[j] as number)])),
     });
   }
@@ -319,6 +345,15 @@ function compareText(a: string, b: string): number {
 /** A probability or margin for the terminal. */
 const fixed = (x: number) => x.toFixed(3);
 
+/** The label-noise estimate in words, with its interval, its count and what it counts as wrong (terminal and HTML). */
+export function noiseText(q: Pick<QuestionSuspects, "estimated_noise" | "noise_interval" | "noise_kernel" | "noise_rows">): string {
+  const counts =
+    q.noise_kernel === "neighbour"
+      ? "a label a level away from the true one, beyond the model's own doubt between neighbouring levels"
+      : "a label other than the true one, beyond the model's own doubt";
+  return `estimated ${pct(q.estimated_noise)} of its gold labels wrong (95%: ${pct(q.noise_interval[0])}–${pct(q.noise_interval[1])}, on ${plural(q.noise_rows, "row")}; counts as wrong ${counts})`;
+}
+
 /** The suspects part of the terminal table: per question, its count and its own most suspect rows with their margin. */
 export function describeSuspects(s: SuspectSummary): string {
   const lines = [
@@ -326,9 +361,7 @@ export function describeSuspects(s: SuspectSummary): string {
     `suspect gold labels (${s.method}; each list sorted by margin = p(model's label) - p(gold label)): ${s.total}${s.file ? `, all written to ${s.file}` : ""}`,
   ];
   for (const q of s.questions) {
-    lines.push(
-      `  ${q.question}: ${q.suspects} of ${q.rows} gold rows (${(q.share * 100).toFixed(1)}%); confident learning estimates ${(q.estimated_noise * 100).toFixed(1)}% of its gold labels wrong`,
-    );
+    lines.push(`  ${q.question}: ${q.suspects} of ${q.rows} gold rows (${(q.share * 100).toFixed(1)}%); ${noiseText(q)}`);
     if (q.top.length === 0) continue;
     lines.push("    margin  id: gold -> model (p model, p gold)");
     for (const r of q.top)

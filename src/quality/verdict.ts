@@ -199,9 +199,12 @@ function sampleMarks(cells: Record<ColumnKey, VerdictCell>, q: QuestionAssessmen
 function suspectsCell(a: Assessment, q: QuestionAssessment): VerdictCell {
   const found = a.suspects?.questions.find((s) => s.question === q.name);
   if (!a.suspects) return na("not looked for", ADD.suspects);
-  const suspects = found?.suspects ?? 0;
-  const rows = found?.rows ?? q.n;
-  return { mark: VERDICT_COLUMNS.suspects.mark({ suspects, rows }), text: `${tally(suspects)} of ${tally(rows)} gold rows (${pct(suspects / (rows || 1))})` };
+  if (!found) return na("no gold rows", ADD.gold);
+  const { suspects, rows, estimated_noise: noise, noise_interval: interval } = found;
+  return {
+    mark: VERDICT_COLUMNS.suspects.mark({ noise, interval }),
+    text: `${pct(noise)} of gold labels wrong (95%: ${pct(interval[0])}–${pct(interval[1])}); ${tally(suspects)} of ${tally(rows)} rows suspect`,
+  };
 }
 
 function driftCell(shift: Shift, model: ModelFacts): VerdictCell {

@@ -94,6 +94,8 @@ export interface DistributionKind<Q extends { type: string }, A extends { type: 
   labels(question: Q): string[];
   /** Level texts, for a type whose labels stand for ordered texts. */
   levels?(question: Q): Content[];
+  /** Its labels are ordered levels: a person's wrong label is likeliest a neighbouring level (label-noise estimates read it). */
+  readonly ordered?: true;
   /** The distribution an answer carries, in label order. */
   distribution(question: Q, answer: A): number[];
   /** The answer a distribution (label order) gives by the v1 rules, e.g. after calibration. */

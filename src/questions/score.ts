@@ -93,6 +93,7 @@ export const score: DistributionKind<ScoreQuestion, ScoreAnswer> = {
   type: "score",
   question: ScoreQuestion,
   answer: ScoreAnswer,
+  ordered: true,
 
   violations(where, question, answer) {
     const problems = confidenceViolations(where, answer.confidence);

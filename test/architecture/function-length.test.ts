@@ -106,6 +106,7 @@ describe(`functions in src/ stay within ${LIMIT} lines, or say why`, () => {
         "quality/answers.ts readGold",
         "quality/answers.ts rows",
         "quality/assess.ts assessQuestion",
+        "quality/label-noise.ts evaluate",
         "quality/labelstudio.ts (anonymous)",
         "quality/labelstudio.ts readLabelStudioGold",
         "quality/metric-table.ts metricsMarkdown",

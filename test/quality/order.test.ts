@@ -64,8 +64,8 @@ describe("order-free statistics", () => {
           expect(assessQuestion(info, rowsOf(shuffled, k), options)).toEqual(assessQuestion(info, rowsOf(list, k), options));
           const fit = { method: "auto" as const, folds: 5, seed: 2 };
           expect(fitQuestion(info, rowsOf(shuffled, k), fit)).toEqual(fitQuestion(info, rowsOf(list, k), fit));
-          const t = { seed: 5, bootstrap: 40 };
-          expect(pickThreshold(info, rowsOf(shuffled, k), 0.8, t)).toEqual(pickThreshold(info, rowsOf(list, k), 0.8, t));
+          const t = { metric: "accuracy" as const, value: 0.8 };
+          expect(pickThreshold(info, rowsOf(shuffled, k), t, { minSupport: 5 })).toEqual(pickThreshold(info, rowsOf(list, k), t, { minSupport: 5 }));
         },
       ),
       { numRuns: 25 },

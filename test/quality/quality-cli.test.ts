@@ -305,6 +305,28 @@ describe("calibrate and run --calibration", () => {
     for (const t of list) if (t.threshold !== null) expect(t.accuracy).toBeGreaterThanOrEqual(0.6);
     expect((await inProcess(["thresholds", out, "--gold", gold, "--target-accuracy", "1.5"])).code).toBe(2);
   });
+
+  it("thresholds targets one class's precision, asks for one target, and refuses a cut under the minimum support", async () => {
+    const r = await inProcess(["thresholds", out, "--gold", gold, "--target-precision", "0.6", "--class", "team=billing", "--json"]);
+    expect(r.code, r.stderr).toBe(0);
+    const [t, ...rest] = JSON.parse(r.stdout) as {
+      question: string;
+      target_metric: string;
+      target_class: string;
+      figure: { value: number; support: number };
+    }[];
+    expect(rest).toEqual([]);
+    expect(t).toMatchObject({ question: "team", target_metric: "precision", target_class: "billing" });
+    if (t!.figure.support > 0) expect(t!.figure.value).toBeGreaterThanOrEqual(0.6);
+    const none = await inProcess(["thresholds", out, "--gold", gold]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/thresholds takes one target/);
+    expect((await inProcess(["thresholds", out, "--gold", gold, "--target-recall", "0.9"])).stderr).toMatch(/needs --class/);
+    const strict = await inProcess(["thresholds", out, "--gold", gold, "--target-accuracy", "0.6", "--min-support", "1000000", "--json"]);
+    expect(strict.code, strict.stderr).toBe(0);
+    for (const x of JSON.parse(strict.stdout) as { threshold: number | null; review_below: number }[])
+      expect(x).toMatchObject({ threshold: null, review_below: 1 });
+  });
 });
 
 describe("review routing", () => {

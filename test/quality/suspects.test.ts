@@ -116,7 +116,7 @@ describe("confident learning, worked by hand", () => {
     ]);
     [0.85, 0.7, 0.4, 0.38, 0.25].forEach((m, i) => expect(list[i]!.margin).toBeCloseTo(m, 12));
     const q = s.summary().questions[0]!;
-    expect(q.estimated_noise).toBeCloseTo(6.2 / 13, 12);
+    expect(q.confident_joint_noise).toBeCloseTo(6.2 / 13, 12);
     expect(q.thresholds["A"]).toBeCloseTo(0.4, 12);
     expect(q.top).toEqual(list);
   });
