@@ -5,6 +5,7 @@ import { unitInfos } from "../quality/answers.js";
 import { requireContent, requireInput } from "./input.js";
 import { refuseOtherKinds } from "../records/file-kind.js";
 import { goldFile, labelingConfig, readLabelStudioGold, reviewTasks } from "../quality/labelstudio.js";
+import { plural } from "../quality/numbers.js";
 import { checkWritableFile, writeWholeFile } from "../records/local-files.js";
 import { extensionsText, outputFormat } from "../records/formats.js";
 
@@ -73,7 +74,8 @@ const importCommand: CommandModule<object, ArgsOf<typeof withImportOptions>> = {
     const job = loadJob(args.job);
     const gold = await readLabelStudioGold(args.export, unitInfos(job.questions));
     writeWholeFile(args.output, goldFile(gold, file), "--output");
-    process.stderr.write(`${gold.lines.length} gold row${gold.lines.length === 1 ? "" : "s"}: ${args.output}\n`);
+    const skipped = gold.skipped ? ` (${plural(gold.skipped, "task")} skipped in Label Studio, left out)` : "";
+    process.stderr.write(`${plural(gold.lines.length, "gold row")}${skipped}: ${args.output}\n`);
   },
 };
 

@@ -21,7 +21,7 @@ function withReportOptions<T>(y: Argv<T>) {
     .positional("answers", {
       type: "string",
       demandOption: true,
-      describe: `answers a run wrote (${extensionsText()}): a path or s3://bucket/key; its .errors.jsonl and .usage.json are read when beside it on disk`,
+      describe: `answers a run wrote (${extensionsText()}): a path or s3://bucket/key; its .errors.jsonl and .usage.json are read when beside it, on disk or in S3`,
     })
     .option("compare", {
       type: "string",
@@ -38,8 +38,11 @@ function withReportOptions<T>(y: Argv<T>) {
     .option("job", { alias: "j", type: "string", describe: "the job file (option order and level texts)" })
     .option("output", { alias: "o", type: "string", describe: "the HTML report (default: <answers>.report.html; for s3:// answers, in this folder)" })
     .option("json", { type: "boolean", default: false, describe: "print the report's numbers and its verdict as JSON" })
-    .option("errors", { type: "string", describe: "the errors file (default: <answers>.errors.jsonl)" })
-    .option("usage", { type: "string", describe: "the usage summary (default: <answers>.usage.json)" })
+    .option("errors", {
+      type: "string",
+      describe: "the errors file, a path or s3://bucket/key (default: <answers>.errors.jsonl; named and unreadable: exit 2)",
+    })
+    .option("usage", { type: "string", describe: "the usage summary, a path or s3://bucket/key (default: <answers>.usage.json; named and unreadable: exit 2)" })
     .option("fail-if", {
       type: "string",
       describe: `gate: exit 4 when a condition holds, e.g. "topic.psi>0.2,agreement<0.9,label_mass<0.5" (a bare metric: every question; metrics: ${DRIFT_METRICS.map((m) => m.name).join(", ")}, and with --gold those of assess)`,

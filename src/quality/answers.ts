@@ -258,6 +258,8 @@ export interface Gold {
   questions: QuestionInfo[];
   /** Gold columns that are not questions of the answers (listed, not assessed). */
   ignored: string[];
+  /** Label Studio tasks left out because everyone who saw them pressed Skip (a JSON export still holds them). */
+  skipped?: number;
 }
 
 /** A gold cell to a class index; undefined when empty (not labeled). */

@@ -37,10 +37,10 @@ import { displayLabels, QualityInputError, readAnswers, readGold, type Gold, typ
 import { isLabelStudioExport, readLabelStudioGold } from "./labelstudio.js";
 import type { SuspectSummary, Suspects } from "./suspects.js";
 import { keyedWeights, keyOrder } from "./resample.js";
-import { fillLevels, provenanceOf, readUsage, type Provenance } from "./provenance.js";
+import { fillLevels, provenanceOf, type Provenance } from "./provenance.js";
+import { failedRows, readUsage, sidecarPlace } from "./sidecars.js";
 import { rangeText } from "./html.js";
 import { num, plural, tally } from "./numbers.js";
-import { failedRows } from "./report.js";
 import { compareConfidence, ConfidenceCounts, type Fitted, fittedCalibration, type InSample, inSampleOf, type SampleFacts } from "./sample.js";
 import { dirname } from "node:path";
 
@@ -380,18 +380,24 @@ export async function assess(
     bootstrap?: number;
     suspects?: Suspects | undefined;
     job?: string | undefined;
+    /** The errors file and the usage summary, when not beside the answers (`report --errors/--usage`). */
+    errors?: string | undefined;
+    usage?: string | undefined;
     /** The metrics to compute (default: the whole table). */
     metrics?: readonly Metric[];
   },
 ): Promise<Assessment> {
+  // The files beside the answers first: one a flag names and that cannot be read costs no pass over the answers.
+  const usagePlace = sidecarPlace(answersPath, "usage", options.usage);
+  const usage = await readUsage(usagePlace);
+  const failed = await failedRows(sidecarPlace(answersPath, "errors", options.errors), usage);
   const joined = await joinGold(answersPath, goldPath, options);
   // Only a suspects list names gold rows, and it keeps them compactly: a million id strings need not stay for every collection to walk.
   options.suspects?.nameRows(joined.goldIds);
   joined.goldIds.length = 0;
   const seed = options.seed ?? 1;
   const bootstrap = options.bootstrap ?? 200;
-  const usagePath = `${answersPath}.usage.json`;
-  const usage = readUsage(usagePath);
+  const usagePath = usagePlace.location;
   const provenance = provenanceOf(
     usage,
     usagePath,
@@ -416,7 +422,6 @@ export async function assess(
     provenance,
   };
   if (withoutGold.length) out.questions_without_gold = withoutGold;
-  const failed = await failedRows(answersPath, usage);
   if (failed !== undefined) out.failed_rows = failed;
   if (options.suspects) out.suspects = options.suspects.summary();
   return out;

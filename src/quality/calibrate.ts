@@ -9,7 +9,6 @@
  * the label-free methods) and below the command, which only parses and
  * prints.
  */
-import { existsSync, readFileSync } from "node:fs";
 import { AuthenticationError, PermissionDeniedError, TypedEvalError, UpstreamUnavailableError } from "../api/errors.js";
 import { classify, VerdictError } from "../api/verdict.js";
 import { type CalibrationFile, encodeIdKeys, type FittedQuestion, type HeldOut, type IdKeys } from "../calibration/file.js";
@@ -17,7 +16,7 @@ import { batchQuestion, contextualMaps } from "../calibration/label-free.js";
 import { batchFlattens, fitData, fitMap, FITTED_METHODS, mapped, movement, type Method } from "../calibration/maps.js";
 import type { Evaluator } from "../evaluator/evaluator.js";
 import type { Job } from "../records/job.js";
-import { isSummary } from "../records/usage.js";
+import { readUsage, sidecarPlace } from "./sidecars.js";
 import { QualityInputError, readAnswers, type QuestionInfo } from "./answers.js";
 import { joinGold } from "./assess.js";
 import { Rows } from "./rows.js";
@@ -119,7 +118,7 @@ export interface Calibrated {
 
 /** Fits a calibration on a run's answers by `method`; throws (nothing is written) when it cannot be used. */
 export async function calibrateAnswers(options: CalibrateOptions): Promise<Calibrated> {
-  const { identity, model } = answersIdentity(options.answers);
+  const { identity, model } = await answersIdentity(options.answers);
   const file: CalibrationFile = {
     kind: "typed-eval.calibration",
     version: 1,
@@ -146,17 +145,10 @@ export async function calibrateAnswers(options: CalibrateOptions): Promise<Calib
   return { file, warnings };
 }
 
-/** The model identity and versioned id a run's answers came from, from the usage summary beside them. */
-function answersIdentity(answers: string): { identity: string | null; model: string | null } {
-  const path = `${answers}.usage.json`;
-  if (!existsSync(path)) return { identity: null, model: null };
-  try {
-    const json: unknown = JSON.parse(readFileSync(path, "utf8"));
-    if (isSummary(json)) return { identity: json.model_identity ?? null, model: json.model };
-  } catch {
-    // Unreadable: treated as unknown, and said so with the file.
-  }
-  return { identity: null, model: null };
+/** The model identity and versioned id a run's answers came from, from the usage summary beside them (on disk or in S3). */
+async function answersIdentity(answers: string): Promise<{ identity: string | null; model: string | null }> {
+  const usage = await readUsage(sidecarPlace(answers, "usage"));
+  return { identity: usage?.model_identity ?? null, model: usage?.model ?? null };
 }
 
 /** Fits each question on its gold rows; `ids`, the gold rows fitted on (any question), by their record keys. */

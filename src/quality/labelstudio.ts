@@ -27,7 +27,6 @@
  */
 import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { parse as parseCsv } from "csv-parse/sync";
 import type { Question } from "../api/schema.js";
 import { kindOf, unitsOf } from "../questions/index.js";
 import type { Job } from "../records/job.js";
@@ -35,6 +34,7 @@ import { reviewReason } from "../records/review.js";
 import { valueAt } from "../records/source.js";
 import type { Column } from "../records/format.js";
 import { encodeAll, type FileFormat, inputFormat } from "../records/formats.js";
+import { plural } from "./numbers.js";
 import { displayLabels, type Gold, goldClass, infoOf, openFile, QualityInputError, type QuestionInfo, readAnswers, unitInfos } from "./answers.js";
 
 type Obj = Record<string, unknown>;
@@ -399,28 +399,41 @@ function flatChoices(value: unknown): unknown[] {
   return [value];
 }
 
+/** A CSV export's rows, each with the line of the file it starts on (a cell holding line breaks spans several), read as every CSV input is. */
+async function csvExportRows(path: string): Promise<{ rows: Obj[]; lines: number[] }> {
+  const source = await openFile(path, inputFormat(path), "Label Studio CSV export", false);
+  const rows: Obj[] = [];
+  const lines: number[] = [];
+  try {
+    for await (const item of source.items) {
+      if ("error" in item) throw new Error(`line ${item.line}: ${item.error}`);
+      if (!isObject(item.record)) throw new Error(`line ${item.line}: not a row of named cells`);
+      rows.push(item.record);
+      lines.push(item.line);
+    }
+  } catch (error) {
+    if (error instanceof QualityInputError) throw error;
+    throw new QualityInputError(`cannot read Label Studio CSV export ${path}: ${(error as Error).message}`);
+  }
+  return { rows, lines };
+}
+
 /** The export's tasks, whatever its format: JSON (nested), JSON-MIN or CSV (flat). */
-function exportedTasks(path: string, controls: ReadonlySet<string>): ExportedTask[] {
+async function exportedTasks(path: string, controls: ReadonlySet<string>): Promise<ExportedTask[]> {
+  if (/\.csv$/i.test(path)) {
+    const { rows, lines } = await csvExportRows(path);
+    return fromFlat(
+      rows,
+      (i, row) => `${path} line ${lines[i]}${row["id"] !== undefined ? ` (task ${String(row["id"])})` : ""}`,
+      (row) => Object.keys(row),
+      controls,
+    );
+  }
   let content: string;
   try {
     content = readFileSync(path, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     throw new QualityInputError(`cannot read Label Studio export ${path}: ${(error as Error).message}`);
-  }
-  if (/\.csv$/i.test(path)) {
-    let rows: Obj[];
-    try {
-      rows = parseCsv(content, { columns: true, skip_empty_lines: true, relax_column_count: true }) as Obj[];
-    } catch (error) {
-      throw new QualityInputError(`cannot read Label Studio CSV export ${path}: ${(error as Error).message}`);
-    }
-    // Line numbers of the file: the header is line 1 (quoted cells with line breaks would shift these; exports of choices have none).
-    return fromFlat(
-      rows,
-      (i, row) => `${path} line ${i + 2}${row["id"] !== undefined ? ` (task ${String(row["id"])})` : ""}`,
-      (row) => Object.keys(row),
-      controls,
-    );
   }
   let parsed: unknown;
   try {
@@ -445,7 +458,9 @@ function exportedTasks(path: string, controls: ReadonlySet<string>): ExportedTas
  * is our `te_id` (a JSON export's `data.id` in tasks an older typed-eval
  * exported), never Label Studio's task id; per question, the choice of its
  * control (`te_q_<question>`, or the question's own name in older tasks). A
- * task with no annotation, only cancelled (skipped) ones, annotations that
+ * task whose every annotation was cancelled (skipped) is left out and counted,
+ * as the converter leaves it out of JSON-MIN and CSV. A task with no
+ * annotation, annotations that
  * disagree (and none marked ground truth), an unknown option, or no record
  * id is a problem naming the task; every problem (up to 20) is thrown at once.
  * Long: each rule a task can break, checked in turn while the label table is
@@ -458,9 +473,10 @@ export async function readLabelStudioGold(path: string, questions: QuestionInfo[
     byControl.set(controlName(q.name), j);
     if (!byControl.has(q.name)) byControl.set(q.name, j);
   });
-  const tasks = exportedTasks(path, new Set(byControl.keys()));
+  const tasks = await exportedTasks(path, new Set(byControl.keys()));
   const gold: Gold = { rows: new Map(), lines: [], labels: new Int32Array(Math.max(tasks.length, 1) * nq).fill(-1), questions, ignored: [] };
   const ignored = new Set<string>();
+  let skipped = 0;
   const problems: string[] = [];
   const problem = (message: string) => {
     if (problems.length < 20) problems.push(message);
@@ -479,8 +495,9 @@ export async function readLabelStudioGold(path: string, questions: QuestionInfo[
       return;
     }
     let kept = task.annotations.filter((a) => !a.cancelled);
+    // Skipped by everyone who saw it: no label, and left out, as Label Studio's converter leaves it out of JSON-MIN and CSV.
     if (kept.length === 0) {
-      problem(`${named}: its annotation was cancelled (skipped); label it or leave it out of the export`);
+      skipped++;
       return;
     }
     const truth = kept.filter((a) => a.groundTruth);
@@ -532,9 +549,11 @@ export async function readLabelStudioGold(path: string, questions: QuestionInfo[
     throw new QualityInputError(
       `${path}: ${problems.length > 20 ? "20+" : problems.length} problem${problems.length > 1 ? "s" : ""}:\n  ${problems.join("\n  ")}`,
     );
-  if (gold.lines.length === 0) throw new QualityInputError(`${path} holds no tasks`);
+  if (gold.lines.length === 0)
+    throw new QualityInputError(`${path} holds no ${skipped > 0 ? `labelled tasks (${plural(skipped, "task")} skipped in Label Studio)` : "tasks"}`);
   gold.labels = gold.labels.subarray(0, gold.lines.length * nq);
   gold.ignored = [...ignored];
+  if (skipped > 0) gold.skipped = skipped;
   if (!questions.some((_, j) => gold.lines.some((__, r) => (gold.labels[r * nq + j] as number) >= 0)))
     throw new QualityInputError(
       `${path} labels none of the questions ${questions.map((q) => q.name).join(", ")}${ignored.size ? `; its choices are named ${[...ignored].join(", ")}` : ""}`,

@@ -60,6 +60,8 @@ export async function measure(o: MeasureOptions): Promise<Measured> {
         bootstrap: o.bootstrap ?? 200,
         suspects: o.suspects,
         job: o.job,
+        errors: o.errors,
+        usage: o.usage,
         ...(o.metrics ? { metrics: o.metrics } : {}),
       })
     : undefined;

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { findKind, kindOf, unitsOf } from "../questions/index.js";
 import { loadJob, type Job } from "../records/job.js";
-import { isSummary, type UsageSummary } from "../records/usage.js";
+import type { UsageSummary } from "../records/usage.js";
 import { describeIdentity } from "../evaluator/evaluator.js";
 import { ENDPOINT_PROMPT_FORMAT, MIXED_PROMPT_FORMATS, recordedPromptFormat, UNKNOWN_PROMPT_FORMAT } from "../api/prompt-format.js";
 import { escapeHtml, displayPath } from "./html.js";
@@ -41,18 +41,6 @@ export interface Provenance {
   };
   /** Files as the user named them: answers, and gold, job, compare when given. */
   files: Partial<Record<FileRole, string>>;
-}
-
-/** The usage summary beside answers (or at `path`), undefined when absent or not one. */
-export function readUsage(path: string): UsageSummary | undefined {
-  if (!existsSync(path)) return undefined;
-  try {
-    const json: unknown = JSON.parse(readFileSync(path, "utf8"));
-    return isSummary(json) ? json : undefined;
-  } catch {
-    // An unreadable usage file leaves what it would have said out; the labels are what the report is for.
-    return undefined;
-  }
 }
 
 /** A calibration file's own record of when and on what it was fitted. */

@@ -6,16 +6,15 @@
  * runs' models). Streams the answers: memory holds counts, plus one small
  * entry per id of the earlier run when comparing. The pages are pages.ts.
  */
-import { createReadStream, existsSync } from "node:fs";
-import { createInterface } from "node:readline";
 import { argmax } from "../questions/distribution.js";
 import { kindOf } from "../questions/index.js";
 import type { UsageSummary } from "../records/usage.js";
 import { readAnswers, type QuestionInfo } from "./answers.js";
 
 export { displayLabels } from "./answers.js";
-import { fillLevels, provenanceOf, readUsage, type Provenance, type Seen } from "./provenance.js";
+import { fillLevels, provenanceOf, type Provenance, type Seen } from "./provenance.js";
 import { recordedPromptFormat } from "../api/prompt-format.js";
+import { type ErrorsTally, readErrors, readUsage, sidecarPlace } from "./sidecars.js";
 import { displayPath, escapeHtml, table } from "./html.js";
 import { num, pct, plural, tally } from "./numbers.js";
 import { noiseText, type SuspectSummary } from "./suspects.js";
@@ -73,7 +72,7 @@ export interface RunReport {
   answers: string;
   rows: number;
   questions: QuestionStats[];
-  errors?: { total: number; by_type: Record<string, number>; examples: { line: number; id: string; type: string; message: string }[] };
+  errors?: ErrorsTally;
   /** Rows that failed (the errors file, else the usage summary); absent when neither is beside the answers. */
   failed_rows?: number;
   usage?: UsageSummary;
@@ -307,23 +306,37 @@ export interface ReportOptions {
   job?: string | undefined;
 }
 
+/** What a run wrote beside its answers, as read. */
+interface Sidecars {
+  errors: ErrorsTally | undefined;
+  usage: UsageSummary | undefined;
+  /** Where the usage summary is (or would be): what relative paths in it are read against. */
+  usagePath: string;
+}
+
+/** What a run wrote beside its answers (or where --errors and --usage name it), read before the answers: a named file that cannot be read costs no pass over them. */
+async function readSidecars(answersPath: string, options: ReportOptions): Promise<Sidecars> {
+  const usagePlace = sidecarPlace(answersPath, "usage", options.usage);
+  const usage = await readUsage(usagePlace);
+  const errors = await readErrors(sidecarPlace(answersPath, "errors", options.errors));
+  return { errors, usage, usagePath: usagePlace.location };
+}
+
 /** A report with what the files beside the answers say: the errors, the usage summary, and from them the provenance. */
-async function withSidecars(report: RunReport, options: ReportOptions, seen: Seen): Promise<RunReport> {
-  const answersPath = report.answers;
-  const errorsPath = options.errors ?? `${answersPath}.errors.jsonl`;
-  if (existsSync(errorsPath)) report.errors = await readErrors(errorsPath);
-  const usagePath = options.usage ?? `${answersPath}.usage.json`;
-  const usage = readUsage(usagePath);
+function withSidecars(report: RunReport, options: ReportOptions, sidecars: Sidecars, seen: Seen): RunReport {
+  const { errors, usage, usagePath } = sidecars;
+  if (errors) report.errors = errors;
   if (usage) report.usage = usage;
-  const failed = report.errors?.total ?? usage?.records.failed;
+  const failed = errors?.total ?? usage?.records.failed;
   if (failed !== undefined) report.failed_rows = failed;
   if (!options.questions) fillLevels(report.questions, usage, usagePath);
-  report.provenance = provenanceOf(usage, usagePath, seen, { answers: answersPath, compare: options.compare, job: options.job });
+  report.provenance = provenanceOf(usage, usagePath, seen, { answers: report.answers, compare: options.compare, job: options.job });
   return report;
 }
 
 /** Reads a run's outputs (answers, and the errors and usage files beside them) into a report. */
 export async function runReport(answersPath: string, options: ReportOptions): Promise<RunReport> {
+  const sidecars = await readSidecars(answersPath, options);
   const earlier = options.compare ? await readEarlier(options.compare, options.questions) : undefined;
   let questions: QuestionInfo[] | undefined = options.questions ?? earlier?.questions;
   let stats: QuestionStats[] = [];
@@ -356,9 +369,9 @@ export async function runReport(answersPath: string, options: ReportOptions): Pr
     s.mean_probabilities = s.mean_probabilities.map((v) => (s.n ? v / s.n : 0));
     if (s.label_mass_rows) s.mean_label_mass = (s.mean_label_mass as number) / s.label_mass_rows;
   }
-  const report = await withSidecars({ kind: "typed-eval.report", answers: answersPath, rows, questions: stats }, options, seen);
+  const report = withSidecars({ kind: "typed-eval.report", answers: answersPath, rows, questions: stats }, options, sidecars, seen);
   if (earlier && options.compare) {
-    const earlierUsage = readUsage(`${options.compare}.usage.json`);
+    const earlierUsage = await readUsage(sidecarPlace(options.compare, "usage"));
     const qs = questions as QuestionInfo[];
     report.compare = {
       answers: options.compare,
@@ -370,29 +383,6 @@ export async function runReport(answersPath: string, options: ReportOptions): Pr
     };
   }
   return report;
-}
-
-async function readErrors(path: string): Promise<NonNullable<RunReport["errors"]>> {
-  const out: NonNullable<RunReport["errors"]> = { total: 0, by_type: {}, examples: [] };
-  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) {
-    if (!line) continue;
-    try {
-      const e = JSON.parse(line) as { line: number; id: string; type: string; message: string };
-      out.total++;
-      out.by_type[e.type] = (out.by_type[e.type] ?? 0) + 1;
-      if (out.examples.length < 20) out.examples.push({ line: e.line, id: e.id, type: e.type, message: e.message });
-    } catch {
-      // Not an errors line: skipped.
-    }
-  }
-  return out;
-}
-
-/** Rows a run failed: its errors file beside the answers, else its usage summary; undefined when neither is there. */
-export async function failedRows(answersPath: string, usage: UsageSummary | undefined): Promise<number | undefined> {
-  const errorsPath = `${answersPath}.errors.jsonl`;
-  if (existsSync(errorsPath)) return (await readErrors(errorsPath)).total;
-  return usage?.records.failed;
 }
 
 /** One question's suspect gold labels (`assess --suspects`): its own most confident contradictions, sorted by the margin shown, and how many the file holds. */

@@ -273,6 +273,29 @@ function perRecord(answered: number, cost: number, inputTokens: number, records:
   };
 }
 
+/** Adds a summary to its job and model's group. */
+function addToGroup(groups: Map<string, UsageGroup & { inputTokens: number }>, s: UsageSummary): void {
+  const job = jobName(s);
+  const key = JSON.stringify([job, s.model]);
+  const group = groups.get(key) ?? {
+    job,
+    model: s.model,
+    files: 0,
+    records: { read: 0, answered: 0, failed: 0 },
+    cost_usd: 0,
+    inputTokens: 0,
+    cost_per_1000_records: 0,
+    input_tokens_per_record: 0,
+  };
+  group.files++;
+  group.records.read += s.records.read;
+  group.records.answered += s.records.answered;
+  group.records.failed += s.records.failed;
+  group.cost_usd += s.cost_usd;
+  group.inputTokens += s.tokens.input;
+  groups.set(key, group);
+}
+
 /**
  * Adds summaries together; the projection scales what past runs really used
  * per answered record. Summaries of different jobs or models are also split
@@ -297,25 +320,7 @@ export function mergeSummaries(summaries: readonly UsageSummary[], projectRecord
     totals.seconds += s.seconds;
     cost += s.cost_usd;
     if (s.billing) totals.billing = addSums(totals.billing ?? noBilling(), s.billing);
-    const job = jobName(s);
-    const key = JSON.stringify([job, s.model]);
-    const group = groups.get(key) ?? {
-      job,
-      model: s.model,
-      files: 0,
-      records: { read: 0, answered: 0, failed: 0 },
-      cost_usd: 0,
-      inputTokens: 0,
-      cost_per_1000_records: 0,
-      input_tokens_per_record: 0,
-    };
-    group.files++;
-    group.records.read += s.records.read;
-    group.records.answered += s.records.answered;
-    group.records.failed += s.records.failed;
-    group.cost_usd += s.cost_usd;
-    group.inputTokens += s.tokens.input;
-    groups.set(key, group);
+    addToGroup(groups, s);
   }
   finish(totals);
   // Summaries may carry different prices: the total is the sum of their costs.

@@ -28,6 +28,7 @@ import type { Source } from "../records/source.js";
 import { localTarget, type OutputPolicy, type OutputTarget } from "./output/outputs.js";
 import { s3Target } from "./output/s3-target.js";
 import { isS3, refuseMistypedS3 } from "../records/s3.js";
+import { besideOutput } from "../records/companions.js";
 import { reviewThresholds } from "./output/review.js";
 
 /** The environment variable that names a remote endpoint when --base-url is not given. */
@@ -220,8 +221,8 @@ export function runPaths(settings: Pick<JobSettings, "input" | "jobFile" | "shar
   return {
     output,
     sidecar,
-    errors: places.errors ?? (output === "-" ? undefined : `${sidecar}.errors.jsonl`),
-    usage: output === "-" ? undefined : `${output}.usage.json`,
+    errors: places.errors ?? (output === "-" ? undefined : besideOutput(sidecar, "errors")),
+    usage: output === "-" ? undefined : besideOutput(output, "usage"),
     summaryJson: places.summaryJson,
     journalPath: remoteJournal ? defaultJournal(settings, output, remoteJournal) : journalLocation,
     remoteJournal,

@@ -331,13 +331,6 @@ describe("Label Studio's exports as gold, joined by our record id", () => {
       /task 7 \(item 7\), id "T10": not labelled \(no annotation\)/,
     ],
     [
-      "a cancelled annotation",
-      (task, i) => {
-        if (i === 7) (task["annotations"] as Record<string, unknown>[])[0]!["was_cancelled"] = true;
-      },
-      /task 8 \(item 8\), id "T11": its annotation was cancelled \(skipped\)/,
-    ],
-    [
       "annotators who disagree",
       (task, i) => {
         if (i === 8) {
@@ -370,6 +363,48 @@ describe("Label Studio's exports as gold, joined by our record id", () => {
     await expect(readLabelStudioGold(csv, info)).rejects.toThrow(/line 4 \(task 3\), id "T4": not labelled/);
   });
 
+  it("a session with skipped tasks reads alike from JSON, JSON-MIN and CSV: the skipped tasks are left out, and import says how many", async () => {
+    const f = fixtures.ids;
+    const tasks = tasksOf("ids.tasks.json");
+    // The person pressed Skip on two tasks: JSON keeps them with a cancelled annotation, the converter leaves them out of JSON-MIN and CSV.
+    const skipTwo: Choose = (t, i) => (i === 2 || i === 7 ? "skip" : chooser(t, i));
+    const golds = [];
+    for (const [format, [write, ext]] of Object.entries(FORMATS)) {
+      const path = join(dir, `skipped.${format}.${ext}`);
+      writeFileSync(path, write(tasks, skipTwo));
+      const gold = await readLabelStudioGold(path, info);
+      expect([...gold.rows.keys()], format).toEqual(tasks.filter((_, i) => i !== 2 && i !== 7).map((t) => t.data["te_id"]));
+      golds.push({ format, labels: [...gold.labels], skipped: gold.skipped ?? 0 });
+      const a = await cli(["assess", f.review.jsonl, "--gold", path, "--job", f.job, "--json", "--bootstrap", "0"]);
+      expect(a.code, a.stderr).toBe(0);
+      expect(JSON.parse(a.stdout).rows.matched).toBe(N - 2);
+    }
+    expect(golds.map((g) => g.labels)).toEqual([golds[0]!.labels, golds[0]!.labels, golds[0]!.labels]);
+    // Only the JSON export still holds the skipped tasks, so only it can count them.
+    expect(golds.map((g) => g.skipped)).toEqual([2, 0, 0]);
+    const i = await cli(["labelstudio", "import", "skipped.json.json", "--job", f.job, "-o", "skipped.gold.csv"]);
+    expect(i.code, i.stderr).toBe(0);
+    expect(i.stderr).toBe("38 gold rows (2 tasks skipped in Label Studio, left out): skipped.gold.csv\n");
+  });
+
+  it("a CSV export's problems name the file's own line, after cells holding line breaks", async () => {
+    // Every ticket's text runs over two lines, so each task takes two lines of the file: task 3 starts on line 6.
+    const tasks = tasksOf("ids.tasks.json").map((t) => ({
+      ...t,
+      data: Object.fromEntries(Object.entries(t.data).map(([k, v]) => [k, typeof v === "string" && v.startsWith("Ticket") ? `${v}\nsecond line` : v])),
+    }));
+    expect(tasks.every((t) => Object.values(t.data).some((v) => typeof v === "string" && v.includes("\n")))).toBe(true);
+    const skipThird: Choose = (t, i) => (i === 2 ? new Map() : chooser(t, i));
+    const csv = join(dir, "multi-line.csv");
+    writeFileSync(csv, csvExport(tasks, skipThird));
+    expect(
+      readFileSync(csv, "utf8")
+        .split("\n")
+        .findIndex((line) => line.includes('"T4"')) + 1,
+    ).toBe(6);
+    await expect(readLabelStudioGold(csv, info)).rejects.toThrow(/multi-line\.csv line 6 \(task 3\), id "T4": not labelled/);
+  });
+
   it("a bad export is exit 2 with one message for all its problems, and nothing written", async () => {
     const f = fixtures.ids;
     const path = join(dir, "bad-export.json");
@@ -381,14 +416,14 @@ describe("Label Studio's exports as gold, joined by our record id", () => {
     );
     const a = await cli(["assess", f.review.jsonl, "--gold", path, "--job", f.job, "--html", "bad.html", "--suspects", "bad-suspects.csv"]);
     expect(a.code).toBe(2);
-    expect(a.stderr).toContain(`${path}: 5 problems:`);
+    expect(a.stderr).toContain(`${path}: 4 problems:`);
     for (const [, , message] of cases) expect(a.stderr).toMatch(message);
     expect(a.stderr).not.toMatch(/\n\s+at /);
     expect(existsSync(join(dir, "bad.html"))).toBe(false);
     expect(existsSync(join(dir, "bad-suspects.csv"))).toBe(false);
     const i = await cli(["labelstudio", "import", path, "--job", f.job, "-o", "bad-gold.csv"]);
     expect(i.code).toBe(2);
-    expect(i.stderr).toContain("5 problems");
+    expect(i.stderr).toContain("4 problems");
     expect(existsSync(join(dir, "bad-gold.csv"))).toBe(false);
   });
 
