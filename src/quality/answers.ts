@@ -139,8 +139,8 @@ export async function openFile(path: string, format: Format, what: string, prima
     return isS3(path) ? await openS3Source(path, format.name) : openLocalSource(path, format);
   } catch (error) {
     if (error instanceof StorageError) throw error;
-    // An S3 source names the object itself ("cannot read s3://...: no such key"): say it once.
-    const message = `cannot read ${what} ${path}: ${(error as Error).message.replace(`cannot read ${path}: `, "")}`;
+    // A source names the file itself ("cannot read s3://...: no such key", "cannot read input x.jsonl: ENOENT"): say it once.
+    const message = `cannot read ${what} ${path}: ${(error as Error).message.replace(`cannot read ${path}: `, "").replace(`cannot read input ${path}: `, "")}`;
     if (primary && error instanceof SourceError && error.absent) throw new SourceError(message, { absent: true });
     throw new QualityInputError(message);
   }
@@ -158,14 +158,14 @@ export async function readAnswers(
     /** A registered format's name; by default the file's extension says. */
     format?: string | undefined;
     onQuestions?: (q: QuestionInfo[]) => void;
-    /** Named by a flag (`--compare`): missing, it is a mistake in the invocation (exit 2), not an absent input (6). */
-    secondary?: boolean;
+    /** The flag that names it (`--compare`): missing, it is a mistake in the invocation (exit 2), not an absent input (6). */
+    secondary?: string | undefined;
   },
 ): Promise<AsyncGenerator<AnswerRow>> {
   const format = inputFormat(path, options.format);
   refuseOtherKinds(path, ["answers"], "answers typed-eval wrote");
   const flat = format.layout === "columns";
-  const source = await openFile(path, format, "answers", !options.secondary);
+  const source = await openFile(path, format, options.secondary ?? "answers", options.secondary === undefined);
   let questions = options.questions;
   let notify = options.onQuestions;
   let read = 0;
@@ -235,7 +235,7 @@ export async function readAnswers(
       throw error;
     }
     // The command's own answers with no row: nothing to work on, exit 6 as for an absent file; an empty --compare is a mistake in a flag.
-    if (read === 0 && !options.secondary) throw new NoInputError(`${path} holds no answers: check that it is the file you meant`);
+    if (read === 0 && options.secondary === undefined) throw new NoInputError(`${path} holds no answers: check that it is the file you meant`);
     if (read === 0) throw new QualityInputError(`${path} holds no answers`);
   }
   return rows();
@@ -310,8 +310,14 @@ export async function readGold(
       }
       const record = item.record;
       for (const key of Object.keys(record)) seenColumns.add(key);
+      const first = idField === undefined;
       idField ??= options.idField ?? ("id" in record ? "id" : (options.jobIdField ?? "id"));
       const id = field(record, idField);
+      // A table without the id column: say so once, with the columns it has, not once per row.
+      if (first && id === undefined && format.layout === "columns") {
+        const flag = options.idField ? "--id-field" : "--id-field (the job's id field by default)";
+        throw new QualityInputError(`it has no column ${idField}; its columns are ${Object.keys(record).join(", ")}: name its id column with ${flag}`);
+      }
       if (id === undefined || id === null || id === "") {
         problem(`${where}: no id in field "${idField}"${options.idField ? "" : " (set the id field with --id-field)"}`);
         continue;

@@ -149,7 +149,7 @@ async function readEarlier(path: string, questions: QuestionInfo[] | undefined):
   let values: number[][] = [];
   let rowModel: string | undefined;
   let rowPromptFormat: string | undefined;
-  for await (const row of await readAnswers(path, { questions, onQuestions: (q) => (found = q), secondary: true })) {
+  for await (const row of await readAnswers(path, { questions, onQuestions: (q) => (found = q), secondary: "--compare" })) {
     const qs = found as QuestionInfo[];
     if (counts.length === 0) {
       counts = qs.map((q) => new Array<number>(q.labels.length).fill(0));

@@ -19,6 +19,8 @@ writeFileSync(aFile, "not a folder");
 // A copy of the input for the case whose refusal still writes its usage summary beside the output (here: the input).
 const dataCopy = join(dir, "tickets.jsonl");
 copyFileSync(data, dataCopy);
+// Gold exported without its id column: one line naming the columns it has (it said "no id" once per row, 20 times).
+writeFileSync(join(dir, "gold-no-id.csv"), "wants_refund,note\nyes,a\nno,b\nno,c\n");
 writeFileSync(join(dir, "answers.jsonl"), `${JSON.stringify({ id: "T-1000", answers: { wants_refund: { type: "noul", noul: 0.2 } } })}\n`);
 // No model file anywhere: a command that got past its checks would try to download and fail differently.
 const env = {
@@ -65,9 +67,13 @@ const cases: [string[], RegExp][] = [
   [["keys", "create", "--account", ""], /--account takes a name/],
   // A file a flag names (--gold, --compare, --job) is a mistake in the invocation when missing: 2, never 6.
   [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv")], /cannot read gold/],
+  [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "gold-no-id.csv")], /gold-no-id\.csv: it has no column id; its columns are wants_refund, note: name its id column with --id-field/],
   [["thresholds", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "--target-accuracy", "0.9"], /cannot read gold/],
   [["calibrate", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "-o", join(dir, "c.json")], /cannot read gold/],
-  [["report", join(dir, "answers.jsonl"), "--compare", join(dir, "missing.jsonl"), "-o", join(dir, "r.html")], /cannot read answers .*missing\.jsonl/],
+  [
+    ["report", join(dir, "answers.jsonl"), "--compare", join(dir, "missing.jsonl"), "-o", join(dir, "r.html")],
+    /cannot read --compare .*missing\.jsonl: ENOENT/,
+  ],
   [["run", data, "--job", join(dir, "missing.json")], /cannot read job file/],
   [["ask", "-q", join(dir, "missing.json"), "--state", job], /no such file/],
   [["assess", join(dir, "answers.jsonl"), "--gold", data, "--bootstrap", "-1"], /--bootstrap takes a whole number from 0/],
@@ -101,6 +107,8 @@ describe("bad arguments", () => {
       // One line; `run`'s verdict adds its second (what is kept, what to do next).
       expect(r.stderr.trimEnd().split("\n")).toHaveLength(args[0] === "run" ? 2 : 1);
       expect(r.stderr).not.toMatch(/\n\s+at /);
+      // The file named once ("cannot read answers x: cannot read input x: ENOENT" said it twice).
+      expect(r.stderr, args.join(" ")).not.toMatch(/cannot read .*cannot read/);
     }
   }, 60_000);
 
@@ -115,6 +123,7 @@ describe("bad arguments", () => {
       expect(r.code, `${label}\n${r.stderr}`).toBe(2);
       expect(r.stderr, label).not.toMatch(/\n\s+at /);
       expect(r.stderr, label).not.toMatch(/downloading|cannot reach/);
+      expect(r.stderr, label).not.toMatch(/cannot read .*cannot read/);
     });
   }, 120_000);
 });

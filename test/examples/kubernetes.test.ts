@@ -157,7 +157,7 @@ describe.skipIf(!canUnshare)("examples/schedulers/kubernetes.yaml, its container
     // The first night: no last night to compare with. Exit 2, and the policy fails the index.
     let g = await run(gate);
     expect(g.code, g.stderr).toBe(2);
-    expect(g.stderr).toMatch(new RegExp(`cannot read answers s3://acme-support/answers/${night.yesterday.utc}/part-4\\.jsonl: no such key`));
+    expect(g.stderr).toMatch(new RegExp(`cannot read --compare s3://acme-support/answers/${night.yesterday.utc}/part-4\\.jsonl: no such key`));
     expect(
       podFailureAction(rules, {
         exitCodes: [

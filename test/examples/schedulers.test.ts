@@ -79,7 +79,7 @@ describe.skipIf(!canUnshare)("examples/schedulers/crontab", () => {
     let r = await cron();
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout, log()).toMatch(new RegExp(`shard 1/4 on ${day}: exit 2, labels not marked ready`));
-    expect(log()).toMatch(new RegExp(`cannot read answers s3://acme-support/answers/${night.yesterday.local}/part-1-4\\.jsonl: no such key`));
+    expect(log()).toMatch(new RegExp(`cannot read --compare s3://acme-support/answers/${night.yesterday.local}/part-1-4\\.jsonl: no such key`));
     expect(log()).not.toMatch(noStack);
     expect(existsSync(join(state, "triage-1-4.flock"))).toBe(true);
     expect(existsSync(marker)).toBe(false);
