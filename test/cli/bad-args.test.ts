@@ -67,7 +67,10 @@ const cases: [string[], RegExp][] = [
   [["keys", "create", "--account", ""], /--account takes a name/],
   // A file a flag names (--gold, --compare, --job) is a mistake in the invocation when missing: 2, never 6.
   [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv")], /cannot read gold/],
-  [["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "gold-no-id.csv")], /gold-no-id\.csv: it has no column id; its columns are wants_refund, note: name its id column with --id-field/],
+  [
+    ["assess", join(dir, "answers.jsonl"), "--gold", join(dir, "gold-no-id.csv")],
+    /gold-no-id\.csv: it has no column id; its columns are wants_refund, note: name its id column with --id-field/,
+  ],
   [["thresholds", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "--target-accuracy", "0.9"], /cannot read gold/],
   [["calibrate", join(dir, "answers.jsonl"), "--gold", join(dir, "missing.csv"), "-o", join(dir, "c.json")], /cannot read gold/],
   [
